@@ -1,0 +1,22 @@
+.PHONY: test demo services chaos fuzz
+
+# Every module's vet and tests against the real services, started when down.
+test:
+	scripts/test.sh
+
+# Orders to outbox to relay to NATS to inbox, on embedded SQLite and NATS, with no set-up.
+demo:
+	go run ./cmd/postbox demo
+
+services:
+	scripts/services.sh
+
+# The fault-injection suite at full size (50,000 events under relay SIGKILLs, broker, database and network faults),
+# printing each scenario's ledger line. `make test` runs it at reduced size.
+chaos:
+	scripts/services.sh
+	cd chaos && POSTBOX_CHAOS_FULL=1 go test -count=1 -v -timeout 120m ./...
+
+# Every fuzzer for FUZZTIME each (default 30s); inputs that fail are kept under the package's testdata/fuzz.
+fuzz:
+	scripts/fuzz.sh

@@ -1,0 +1,264 @@
+// Package bench measures Postbox against the database's own limit for the same work, in the same run, and reports
+// the ratio. Each scenario times Postbox and a baseline that does the same work with plain SQL (or, for a broker,
+// with the broker's client alone) on tables of the same shape:
+//
+//	enqueue     a business transaction with and without one Enqueue; EnqueueBatch of 100 against COPY
+//	notify      32 producers committing with no wake-up notification, with Postbox's coalesced one, and with one
+//	            NOTIFY per transaction
+//	relay       draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING
+//	relay-nats  draining the backlog to NATS JetStream with acks against publishing the same messages directly
+//	latency     commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends
+//	ordered     the relay in ordered mode over many keys against the unordered relay
+//	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
+//
+// Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
+// command runs the scenarios; Run is the same thing for programs that embed it. docs/PERFORMANCE.md has the
+// figures and how to read them.
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+// Databases Run can measure.
+const (
+	DBPgxV5       = "pgxv5"       // PostgreSQL through pgx v5 (the default)
+	DBDatabaseSQL = "databasesql" // PostgreSQL through database/sql and pgx's stdlib driver
+	DBSQLite      = "sqlite"      // SQLite through database/sql and modernc.org/sqlite
+)
+
+// Defaults for Options.
+const (
+	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postbox_bench?sslmode=disable"
+	DefaultNATSURL     = "nats://127.0.0.1:4222"
+	DefaultEvents      = 200_000
+	DefaultRate        = 1000
+	DefaultDuration    = 6 * time.Second
+	DefaultClients     = 8
+	DefaultKeys        = 1000
+	DefaultPayload     = 256
+	DefaultIdleWindow  = 5 * time.Second
+	DefaultTopic       = "postbox-bench.orders"
+)
+
+// Options configure a run. The zero value is valid: every field has a default.
+type Options struct {
+	// DB is the database and client library: DBPgxV5, DBDatabaseSQL or DBSQLite. Default: DBPgxV5.
+	DB string
+	// URL is the PostgreSQL URL, or the SQLite file. The PostgreSQL database is created when missing. Default:
+	// DefaultPostgresURL, or a file in a temporary directory for SQLite.
+	URL string
+	// NATSURL is the NATS server with JetStream for relay-nats. Default: DefaultNATSURL.
+	NATSURL string
+	// Events is the backlog the relay scenarios drain. Default: DefaultEvents (200,000).
+	Events int
+	// Rate is the events per second the latency scenario's producers commit. Default: DefaultRate (1,000).
+	Rate int
+	// Duration is how long each timed phase runs (enqueue, notify, latency). Default: DefaultDuration (6s).
+	Duration time.Duration
+	// Clients is the number of concurrent producer transactions in the enqueue scenario. Default: DefaultClients.
+	Clients int
+	// NotifyClients is the number of concurrent producers in the notify scenario. Default: 32.
+	NotifyClients int
+	// Keys is the number of distinct keys the events are spread over. Default: DefaultKeys (1,000).
+	Keys int
+	// Topic is every event's topic; relay-nats publishes to it as a NATS subject, in a stream named after it that
+	// it makes and deletes. Default: DefaultTopic.
+	Topic string
+	// PayloadBytes is the size of each event's payload. Default: DefaultPayload (256).
+	PayloadBytes int
+	// BatchSize and Workers configure every relay; zero means Postbox's defaults (Workers: 2, or 1 in ordered
+	// mode).
+	BatchSize int
+	Workers   int
+	// IdleWindow is how long the latency scenario watches an idle relay. Default: DefaultIdleWindow (5s).
+	IdleWindow time.Duration
+	// NotifyInterval and RecheckDelay configure every client and relay; zero means Postbox's defaults. A negative
+	// NotifyInterval turns notifications off.
+	NotifyInterval time.Duration
+	RecheckDelay   time.Duration
+	// Runs is how many times each scenario runs; the result reports the median of each figure (ratios are the
+	// medians of each run's ratio, not the ratio of medians). Default: 1.
+	Runs int
+	// JSON prints one JSON object per scenario instead of a line of text.
+	JSON bool
+	// Logger receives progress and Postbox's own logs. Default: a logger that discards everything below Warn.
+	Logger *slog.Logger
+}
+
+// RegisterFlags binds o's fields to flags on fs, so that a command embedding the bench offers the same flags.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", DBPgxV5, "database and client: "+strings.Join([]string{DBPgxV5, DBDatabaseSQL, DBSQLite}, ", "))
+	fs.StringVar(&o.URL, "url", "", "PostgreSQL URL or SQLite file (default "+DefaultPostgresURL+", or a temporary SQLite file)")
+	fs.StringVar(&o.NATSURL, "nats", DefaultNATSURL, "NATS server with JetStream, for relay-nats")
+	fs.IntVar(&o.Events, "events", DefaultEvents, "backlog the relay scenarios drain")
+	fs.IntVar(&o.Rate, "rate", DefaultRate, "events per second in the latency scenario")
+	fs.DurationVar(&o.Duration, "duration", DefaultDuration, "length of each timed phase")
+	fs.IntVar(&o.Clients, "clients", DefaultClients, "concurrent producers in the enqueue scenario")
+	fs.IntVar(&o.NotifyClients, "notify-clients", 32, "concurrent producers in the notify scenario")
+	fs.IntVar(&o.Keys, "keys", DefaultKeys, "distinct keys the events are spread over")
+	fs.StringVar(&o.Topic, "topic", DefaultTopic, "topic of every event, and the NATS subject relay-nats publishes to")
+	fs.IntVar(&o.PayloadBytes, "payload", DefaultPayload, "payload bytes per event")
+	fs.IntVar(&o.BatchSize, "batch", 0, "relay batch size (default: Postbox's default)")
+	fs.IntVar(&o.Workers, "workers", 0, "relay workers (default: Postbox's default)")
+	fs.DurationVar(&o.IdleWindow, "idle", DefaultIdleWindow, "how long the latency scenario watches an idle relay")
+	fs.DurationVar(&o.NotifyInterval, "notify-interval", 0, "clients' NotifyInterval; negative turns notifications off (default: Postbox's default)")
+	fs.DurationVar(&o.RecheckDelay, "recheck", 0, "relays' RecheckDelay (default: Postbox's default)")
+	fs.IntVar(&o.Runs, "runs", 1, "run each scenario this many times and report the medians")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per scenario")
+}
+
+// WithDefaults returns a copy of o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.DB == "" {
+		o.DB = DBPgxV5
+	}
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.NATSURL == "" {
+		o.NATSURL = DefaultNATSURL
+	}
+	def(&o.Events, DefaultEvents)
+	def(&o.Rate, DefaultRate)
+	def(&o.Clients, DefaultClients)
+	def(&o.NotifyClients, 32)
+	def(&o.Keys, DefaultKeys)
+	def(&o.PayloadBytes, DefaultPayload)
+	def(&o.BatchSize, postbox.DefaultBatchSize)
+	def(&o.Runs, 1)
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.IdleWindow == 0 {
+		o.IdleWindow = DefaultIdleWindow
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"Events", o.Events}, {"Rate", o.Rate}, {"Clients", o.Clients}, {"NotifyClients", o.NotifyClients},
+		{"Keys", o.Keys}, {"PayloadBytes", o.PayloadBytes}, {"BatchSize", o.BatchSize}, {"Workers", o.Workers},
+		{"Runs", o.Runs}} {
+		if v.n < 0 {
+			return fmt.Errorf("bench: %s is %d; use a positive number or 0 for the default", v.name, v.n)
+		}
+	}
+	if o.Duration < 0 || o.IdleWindow < 0 || o.RecheckDelay < 0 {
+		return errors.New("bench: Duration, IdleWindow and RecheckDelay must not be negative")
+	}
+	if o.PayloadBytes < 32 {
+		return fmt.Errorf("bench: PayloadBytes is %d; use at least 32 so that the payload holds its sequence number", o.PayloadBytes)
+	}
+	return nil
+}
+
+// Scenarios lists the scenarios in the order "all" runs them.
+func Scenarios() []string {
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox"}
+}
+
+// Run runs one scenario, or every scenario when scenario is "all", and writes each result to out as it finishes.
+// It returns the first error; a scenario that cannot run on the chosen database is reported, not failed.
+func Run(ctx context.Context, scenario string, opts Options, out io.Writer) error {
+	o := opts.WithDefaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	names := []string{scenario}
+	if scenario == "all" {
+		names = Scenarios()
+	} else if !slices.Contains(Scenarios(), scenario) {
+		return fmt.Errorf("bench: unknown scenario %q; choose one of %s, or all", scenario, strings.Join(Scenarios(), ", "))
+	}
+	var run func(ctx context.Context, name string) (Result, error)
+	switch o.DB {
+	case DBPgxV5:
+		t, err := pgxTarget(ctx, o)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, name string) (Result, error) { return runScenario(ctx, t, name, o) }
+	case DBDatabaseSQL, DBSQLite:
+		t, err := sqlTarget(ctx, o)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, name string) (Result, error) { return runScenario(ctx, t, name, o) }
+	default:
+		return fmt.Errorf("bench: unknown database %q; choose %s, %s or %s", o.DB, DBPgxV5, DBDatabaseSQL, DBSQLite)
+	}
+	for _, name := range names {
+		var runs []Result
+		for i := range o.Runs {
+			o.Logger.Info("scenario starting", "scenario", name, "db", o.DB, "run", i+1, "of", o.Runs)
+			res, err := run(ctx, name)
+			if err != nil {
+				return fmt.Errorf("bench %s: %w", name, err)
+			}
+			runs = append(runs, res)
+			if o.Runs > 1 {
+				o.Logger.Info("run finished", "scenario", name, "events_per_s", res.EventsPerS, "baseline_per_s", res.BaselinePerS, "ratio", res.Ratio)
+			}
+		}
+		res := median(runs)
+		res.Scenario, res.DB = name, o.DB
+		if err := res.write(out, o.JSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Options) (Result, error) {
+	switch name {
+	case "enqueue":
+		return benchEnqueue(ctx, t, o)
+	case "notify":
+		return benchNotify(ctx, t, o)
+	case "relay":
+		return benchRelay(ctx, t, o)
+	case "relay-nats":
+		return benchRelayNATS(ctx, t, o)
+	case "latency":
+		return benchLatency(ctx, t, o)
+	case "ordered":
+		return benchOrdered(ctx, t, o)
+	case "inbox":
+		return benchInbox(ctx, t, o)
+	}
+	return Result{}, fmt.Errorf("no scenario %q", name)
+}
+
+// clientConfig is the configuration of every client the scenarios make.
+func (o Options) clientConfig() postbox.Config {
+	cfg := postbox.Config{Logger: o.Logger, NotifyInterval: max(o.NotifyInterval, 0)}
+	cfg.DisableNotify = o.NotifyInterval < 0
+	return cfg
+}
+
+// workers is the number of workers a relay runs with these options, in ordered mode or not.
+func (o Options) workers(ordered bool) int {
+	return (&postbox.RelayConfig{Workers: o.Workers, Ordered: ordered}).WithDefaults().Workers
+}

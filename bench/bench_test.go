@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/postbox-go/postbox/internal/testenv"
+)
+
+var pgURL string
+
+func TestMain(m *testing.M) {
+	var err error
+	if pgURL, err = testenv.FreshPostgres("postbox_test_bench"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// small runs every scenario in a few seconds: the figures mean nothing, the test checks that each is reported.
+func small(db, url string) Options {
+	return Options{DB: db, URL: url, Events: 3000, Duration: 600 * time.Millisecond, IdleWindow: 300 * time.Millisecond,
+		Rate: 300, Clients: 4, NotifyClients: 8, Keys: 50, BatchSize: 100, JSON: true,
+		Topic: testenv.Unique("postbox-bench-test") + ".orders"}
+}
+
+// run runs scenarios and returns the JSON object each printed, by scenario.
+func run(t *testing.T, o Options, scenarios ...string) map[string]map[string]any {
+	t.Helper()
+	var out bytes.Buffer
+	for _, s := range scenarios {
+		if err := Run(context.Background(), s, o, &out); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	got := map[string]map[string]any{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("output line %q is not JSON: %v", sc.Text(), err)
+		}
+		got[m["scenario"].(string)] = m
+	}
+	return got
+}
+
+func positive(t *testing.T, res map[string]any, fields ...string) {
+	t.Helper()
+	for _, f := range fields {
+		if v, ok := res[f].(float64); !ok || v <= 0 {
+			t.Errorf("%s: %s = %v, want a positive figure", res["scenario"], f, res[f])
+		}
+	}
+}
+
+func TestEveryScenarioOnPostgres(t *testing.T) {
+	scenarios := []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox"}
+	got := run(t, small(DBPgxV5, pgURL), scenarios...)
+	for _, s := range scenarios {
+		res, ok := got[s]
+		if !ok {
+			t.Fatalf("no result for %s", s)
+		}
+		positive(t, res, "events_per_s", "baseline_per_s", "ratio")
+	}
+	positive(t, got["enqueue"], "batch_events_per_s", "batch_baseline_per_s", "batch_ratio", "ordered_index_ratio")
+	positive(t, got["notify"], "notify_each_tx_per_s", "relay_wakeups")
+	positive(t, got["relay"], "rss_mib")
+	positive(t, got["latency"], "p50_ms", "p99_ms", "max_ms", "idle_queries_per_s")
+	if v := got["ordered"]["order_violations"]; v != float64(0) {
+		t.Errorf("ordered: %v messages published before an earlier one of their key", v)
+	}
+	if v := got["relay-nats"]["stream_msgs"]; v != float64(2*3000) {
+		t.Errorf("relay-nats: the stream holds %v messages, want the relay's 3000 and the direct publisher's 3000", v)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	o := small(DBSQLite, filepath.Join(t.TempDir(), "bench.db"))
+	got := run(t, o, "relay", "ordered", "notify")
+	positive(t, got["relay"], "events_per_s", "baseline_per_s", "ratio")
+	positive(t, got["ordered"], "events_per_s", "baseline_per_s", "ratio")
+	if !strings.Contains(fmt.Sprint(got["notify"]["skipped"]), "PostgreSQL") {
+		t.Errorf("notify on SQLite: %v, want it skipped with the reason", got["notify"])
+	}
+}
+
+func TestRunsReportMedians(t *testing.T) {
+	o := small(DBPgxV5, pgURL)
+	o.Runs = 3
+	res := run(t, o, "inbox")["inbox"]
+	if res["runs"] != float64(3) {
+		t.Fatalf("runs = %v, want 3", res["runs"])
+	}
+	positive(t, res, "events_per_s", "baseline_per_s", "ratio")
+	m := median([]Result{{EventsPerS: 3, Ratio: 0.9}, {EventsPerS: 1, Ratio: 0.5}, {EventsPerS: 2, Ratio: 0.7}})
+	if m.EventsPerS != 2 || m.Ratio != 0.7 {
+		t.Fatalf("median = %+v, want the middle of each figure", m)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		o        Options
+		want     string
+	}{
+		{"nope", Options{}, "unknown scenario"},
+		{"relay", Options{DB: "oracle"}, "unknown database"},
+		{"relay", Options{Events: -1}, "Events is -1"},
+		{"relay", Options{PayloadBytes: 8}, "at least 32"},
+	} {
+		err := Run(context.Background(), c.scenario, c.o, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run(%s, %+v) = %v, want an error saying %q", c.scenario, c.o, err, c.want)
+		}
+	}
+}

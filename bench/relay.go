@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+// benchRelay drains a backlog to a publisher that acknowledges at once, against the SQL-only drain of the same
+// rows: one DELETE ... RETURNING per batch, which is the least work any relay on this table shape can do.
+func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
+	const table, rawTable = "bench_relay", "bench_relay_raw"
+	c, err := t.open(ctx, o.workers(false)+2)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.close()
+	client, err := loadBacklog(ctx, t, c, o, o.clientConfig(), table, rawTable)
+	if err != nil {
+		return Result{}, err
+	}
+	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	defer dropOutbox(context.WithoutCancel(ctx), t, c, rawTable)
+
+	rc, err := t.open(ctx, o.workers(false)+2)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rc.close()
+	relay, err := newRelay(rc, client, noopPublisher, o, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	o.Logger.Info("draining with SQL only and with the relay, in turns", "events", o.Events)
+	debug.FreeOSMemory() // the backlog's messages were built in this process; count the relay's memory only
+	rss := sampleRSS()
+	rates, err := interleave(int64(o.Events),
+		timed(func(share int64, last bool) (int64, error) {
+			return relayShare(ctx, relay, share, int64(o.Events), last)
+		}),
+		timed(func(share int64, last bool) (int64, error) {
+			return sqlDrain(ctx, t, c, rawTable, o, share, last)
+		}))
+	peak := rss.Stop()
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(rates[0], rates[1])
+	res.Extra["rss_mib"] = peak
+	res.Extra["batch_size"] = float64(o.BatchSize)
+	res.Extra["workers"] = float64(o.workers(false))
+	return res, nil
+}
+
+// loadBacklog makes table and rawTable with cfg, fills table with o.Events pending events and rawTable with a copy
+// of them, vacuums and analyses both, and returns a client on table.
+func loadBacklog[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], o Options, cfg postbox.Config, table, rawTable string) (*postbox.Client[TTx], error) {
+	client, err := newOutbox(ctx, t, c, table, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := newOutbox(ctx, t, c, rawTable, cfg); err != nil {
+		return nil, err
+	}
+	o.Logger.Info("loading backlog", "events", o.Events)
+	if err := preload(ctx, client, o); err != nil {
+		return nil, err
+	}
+	if err := copyTable(ctx, c, table, rawTable); err != nil {
+		return nil, err
+	}
+	return client, settle(ctx, t, c, table, rawTable)
+}
+
+// newRelay returns a relay on client's tables through the pool rc, with the options' batch size and workers.
+func newRelay[TTx any](rc *conns[TTx], client *postbox.Client[TTx], pub postbox.Publisher, o Options, change func(*postbox.RelayConfig)) (*postbox.Relay[TTx], error) {
+	rclient, err := sameClient(rc, client, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg := postbox.RelayConfig{BatchSize: o.BatchSize, Workers: o.Workers, RecheckDelay: o.RecheckDelay, Logger: o.Logger}
+	if change != nil {
+		change(&cfg)
+	}
+	return postbox.NewRelay(rclient, pub, &cfg)
+}
+
+// sqlDrain deletes at least n rows of table, or all when last, with one DELETE ... RETURNING per batch from as
+// many connections as the relay has workers, reading every column the relay reads, and returns how many it
+// deleted.
+func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table string, o Options, n int64, last bool) (int64, error) {
+	// The limit is a literal: as a parameter, PostgreSQL's generic plan for the cached statement guesses a large
+	// batch and hash-joins the whole table, which would make this baseline slower than it needs to be.
+	inner := "SELECT id FROM " + table + " WHERE status = 'pending' AND available_at <= " + t.ph(1) + " ORDER BY id LIMIT " +
+		strconv.Itoa(o.BatchSize)
+	if t.dialect == "postgres" {
+		inner += " FOR UPDATE SKIP LOCKED"
+	}
+	q := "DELETE FROM " + table + " WHERE id IN (" + inner + ") RETURNING " + recordCols(t.dialect)
+	var total atomic.Int64
+	workers := o.workers(false)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for total.Load() < n || last {
+				got, err := c.readRecords(ctx, q, t.now())
+				if err != nil || got == 0 {
+					errs <- err
+					return
+				}
+				total.Add(int64(got))
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return total.Load(), first
+}
+
+// relayShare runs relay until it has published share more messages, or all total when last, and returns how many
+// it published.
+func relayShare[TTx any](ctx context.Context, relay *postbox.Relay[TTx], share, total int64, last bool) (int64, error) {
+	before := relay.Stats().Published
+	target := min(before+share, total)
+	if last {
+		target = total
+	}
+	if target <= before {
+		return 0, nil
+	}
+	if _, err := drain(ctx, relay, target); err != nil {
+		return 0, err
+	}
+	return relay.Stats().Published - before, nil
+}
+
+// now is the current time as the dialect stores it.
+func (t *target[TTx]) now() any {
+	if t.dialect == "postgres" {
+		return time.Now().UTC()
+	}
+	return time.Now().UnixMicro()
+}

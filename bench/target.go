@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+
+	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/driver/databasesql"
+	"github.com/postbox-go/postbox/driver/pgxv5"
+)
+
+// target is the database under test, reached through one client library.
+type target[TTx any] struct {
+	dialect string // "postgres" or "sqlite"
+	// open returns a new pool of at most maxConns connections. Each relay and each group of producers gets a pool
+	// of its own, as it would in a process of its own.
+	open func(ctx context.Context, maxConns int) (*conns[TTx], error)
+}
+
+// conns is one pool, seen through Postbox's driver and through plain SQL for the baselines.
+type conns[TTx any] struct {
+	drv driver.Driver[TTx]
+	// txExec runs a statement in a transaction of the driver's type.
+	txExec func(ctx context.Context, tx TTx, q string, args ...any) error
+	// txCopy writes rows through COPY; nil when the client library has no COPY.
+	txCopy func(ctx context.Context, tx TTx, table string, cols []string, rows [][]any) error
+	// exec runs a statement outside any transaction.
+	exec func(ctx context.Context, q string, args ...any) (int64, error)
+	// readRecords runs q, scans every returned row into the Go types the relay uses for an outbox record, and
+	// returns the number of rows.
+	readRecords func(ctx context.Context, q string, args ...any) (int, error)
+	// queries returns the number of statements sent through this pool so far, or -1 when it cannot be counted.
+	queries func() int64
+	close   func()
+}
+
+func (t *target[TTx]) ph(n int) string {
+	if t.dialect == "postgres" {
+		return "$" + strconv.Itoa(n)
+	}
+	return "?"
+}
+
+// pgxTarget reaches PostgreSQL through pgx v5.
+func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
+	u, err := ensurePostgres(ctx, o.URL)
+	if err != nil {
+		return nil, err
+	}
+	open := func(ctx context.Context, maxConns int) (*conns[pgx.Tx], error) {
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			return nil, err
+		}
+		counter := &queryCounter{}
+		cfg.MaxConns = int32(maxConns)
+		cfg.ConnConfig.Tracer = counter
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &conns[pgx.Tx]{
+			drv: pgxv5.New(pool),
+			txExec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+				_, err := tx.Exec(ctx, q, args...)
+				return err
+			},
+			txCopy: func(ctx context.Context, tx pgx.Tx, table string, cols []string, rows [][]any) error {
+				_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+				return err
+			},
+			exec: func(ctx context.Context, q string, args ...any) (int64, error) {
+				tag, err := pool.Exec(ctx, q, args...)
+				return tag.RowsAffected(), err
+			},
+			readRecords: func(ctx context.Context, q string, args ...any) (int, error) {
+				rows, err := pool.Query(ctx, q, args...)
+				if err != nil {
+					return 0, err
+				}
+				defer rows.Close()
+				n := 0
+				for rows.Next() {
+					if err := rows.Scan(newRecordDest("postgres").dests()...); err != nil {
+						return n, err
+					}
+					n++
+				}
+				return n, rows.Err()
+			},
+			queries: counter.n.Load,
+			close:   pool.Close,
+		}, nil
+	}
+	return &target[pgx.Tx]{dialect: "postgres", open: open}, nil
+}
+
+// queryCounter counts the statements a pgx pool sends, BEGIN and COMMIT included.
+type queryCounter struct{ n atomic.Int64 }
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// sqlTarget reaches PostgreSQL or SQLite through database/sql.
+func sqlTarget(ctx context.Context, o Options) (*target[*sql.Tx], error) {
+	dialect, driverName, dsn := "postgres", "pgx", o.URL
+	pbDialect := databasesql.Postgres
+	if o.DB == DBSQLite {
+		dialect, driverName, pbDialect = "sqlite", "sqlite", databasesql.SQLite
+		path := o.URL
+		if path == "" {
+			dir, err := os.MkdirTemp("", "postbox-bench")
+			if err != nil {
+				return nil, err
+			}
+			path = filepath.Join(dir, "bench.db")
+		}
+		dsn = "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	} else {
+		var err error
+		if dsn, err = ensurePostgres(ctx, o.URL); err != nil {
+			return nil, err
+		}
+	}
+	open := func(ctx context.Context, maxConns int) (*conns[*sql.Tx], error) {
+		db, err := sql.Open(driverName, dsn)
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return &conns[*sql.Tx]{
+			drv: databasesql.New(db, pbDialect),
+			txExec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+				_, err := tx.ExecContext(ctx, q, args...)
+				return err
+			},
+			exec: func(ctx context.Context, q string, args ...any) (int64, error) {
+				res, err := db.ExecContext(ctx, q, args...)
+				if err != nil {
+					return 0, err
+				}
+				return res.RowsAffected()
+			},
+			readRecords: func(ctx context.Context, q string, args ...any) (int, error) {
+				rows, err := db.QueryContext(ctx, q, args...)
+				if err != nil {
+					return 0, err
+				}
+				defer rows.Close()
+				n := 0
+				for rows.Next() {
+					if err := rows.Scan(newRecordDest(dialect).dests()...); err != nil {
+						return n, err
+					}
+					n++
+				}
+				return n, rows.Err()
+			},
+			queries: func() int64 { return -1 },
+			close:   func() { db.Close() },
+		}, nil
+	}
+	return &target[*sql.Tx]{dialect: dialect, open: open}, nil
+}
+
+// recordDest holds one scanned outbox row in the types the relay scans it into.
+type recordDest struct {
+	id, topic, key, typ, status, lastErr string
+	payload                              []byte
+	headers                              *string
+	attempts                             int
+	avail, created                       any
+	published                            any
+}
+
+func newRecordDest(dialect string) *recordDest {
+	d := &recordDest{}
+	if dialect == "postgres" {
+		d.avail, d.created, d.published = new(time.Time), new(time.Time), new(*time.Time)
+	} else {
+		d.avail, d.created, d.published = new(int64), new(int64), new(*int64)
+	}
+	return d
+}
+
+func (d *recordDest) dests() []any {
+	return []any{&d.id, &d.topic, &d.key, &d.typ, &d.payload, &d.headers, &d.status, &d.attempts, &d.lastErr,
+		d.avail, d.created, d.published}
+}
+
+// ensurePostgres returns the URL to use, creating its database when it does not exist.
+func ensurePostgres(ctx context.Context, raw string) (string, error) {
+	if raw == "" {
+		raw = DefaultPostgresURL
+		if env := os.Getenv("POSTBOX_BENCH_POSTGRES"); env != "" {
+			raw = env
+		}
+	}
+	conn, err := pgx.Connect(ctx, raw)
+	if err == nil {
+		return raw, conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // 3D000: the database does not exist
+		return "", fmt.Errorf("bench: PostgreSQL is not reachable at %s (start it, or pass --url): %w", raw, err)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("bench: --url %q: %w", raw, err)
+	}
+	name := filepath.Base(u.Path)
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return "", fmt.Errorf("bench: create database %s: %w", name, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("bench: create database %s: %w", name, err)
+	}
+	return raw, nil
+}

@@ -1,0 +1,291 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox/broker"
+	"github.com/redis/go-redis/v9"
+)
+
+// Backoff after a transient Redis error in the read and claim loops.
+const (
+	minRetryWait = 100 * time.Millisecond
+	maxRetryWait = 5 * time.Second
+)
+
+// run is one call of Receive: the read loop, the claim loop and the handler lanes.
+type run struct {
+	s      *Subscriber
+	handle broker.DeliveryHandler
+	lanes  []chan *broker.Delivery
+	seed   maphash.Seed
+	next   atomic.Uint64 // round robin for keyless messages
+	wake   chan struct{} // a Nack asks the claim loop to look now
+
+	mu     sync.Mutex
+	err    error // the first fatal error
+	cancel context.CancelFunc
+}
+
+func newRun(s *Subscriber, handle broker.DeliveryHandler) *run {
+	r := &run{s: s, handle: handle, seed: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
+	r.lanes = make([]chan *broker.Delivery, s.cfg.Concurrency)
+	for i := range r.lanes {
+		r.lanes[i] = make(chan *broker.Delivery)
+	}
+	return r
+}
+
+// run starts the lanes and both loops, and returns once all of them stopped.
+func (r *run) run(ctx context.Context) error {
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	var lanes sync.WaitGroup
+	for _, l := range r.lanes {
+		lanes.Go(func() {
+			for d := range l {
+				broker.Dispatch(ctx, d, r.handle)
+			}
+		})
+	}
+	var loops sync.WaitGroup
+	loops.Go(func() { r.readLoop(ctx) })
+	loops.Go(func() { r.claimLoop(ctx) })
+	loops.Wait()
+	for _, l := range r.lanes {
+		close(l)
+	}
+	lanes.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// fail stops the run with err, keeping the first error.
+func (r *run) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// poke asks the claim loop to look for claimable entries now.
+func (r *run) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// readLoop reads new entries with XREADGROUP until ctx is done.
+func (r *run) readLoop(ctx context.Context) {
+	s := r.s
+	args := &redis.XReadGroupArgs{Group: s.group, Consumer: s.cfg.Consumer, Count: s.cfg.Count, Block: s.cfg.Block,
+		Streams: make([]string, 0, 2*len(s.streams))}
+	args.Streams = append(args.Streams, s.streams...)
+	for range s.streams {
+		args.Streams = append(args.Streams, ">")
+	}
+	wait := minRetryWait
+	for ctx.Err() == nil {
+		res, err := s.rdb.XReadGroup(ctx, args).Result()
+		switch {
+		case errors.Is(err, redis.Nil): // Block passed with nothing new
+			continue
+		case err != nil:
+			if !r.retry(ctx, "XREADGROUP", err, &wait) {
+				return
+			}
+			continue
+		}
+		wait = minRetryWait
+		for _, xs := range res {
+			r.deliver(ctx, xs.Stream, xs.Messages, nil)
+		}
+	}
+}
+
+// claimLoop claims entries idle for ClaimIdle with XAUTOCLAIM, at start, every ClaimInterval, at once after a
+// Nack without delay, and again at once while a scan has more to go.
+func (r *run) claimLoop(ctx context.Context) {
+	s := r.s
+	cursors := make(map[string]string, len(s.streams))
+	t := time.NewTimer(0)
+	defer t.Stop()
+	wait := minRetryWait
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+		more := false
+		for _, stream := range s.streams {
+			m, err := r.claim(ctx, stream, cursors)
+			if err != nil {
+				if !r.retry(ctx, "XAUTOCLAIM", err, &wait) {
+					return
+				}
+				continue
+			}
+			wait = minRetryWait
+			more = more || m
+		}
+		if more {
+			t.Reset(0)
+		} else {
+			t.Reset(s.cfg.ClaimInterval)
+		}
+	}
+}
+
+// claim runs one XAUTOCLAIM on stream from its cursor and delivers what it claimed. It reports whether the scan
+// of the pending list has more to go.
+func (r *run) claim(ctx context.Context, stream string, cursors map[string]string) (bool, error) {
+	s := r.s
+	start := cursors[stream]
+	if start == "" {
+		start = "0-0"
+	}
+	msgs, next, deleted, err := s.rdb.XAutoClaimWithDeleted(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: s.group,
+		Consumer: s.cfg.Consumer, MinIdle: s.cfg.ClaimIdle, Start: start, Count: s.cfg.Count}).Result()
+	if err != nil {
+		return false, err
+	}
+	cursors[stream] = next
+	if len(deleted) > 0 {
+		s.log.WarnContext(ctx, "redisstream: pending entries were deleted from the stream before they were acknowledged; "+
+			"they are lost to this group (is MaxLen or MaxAge too small for the consumers' backlog?)",
+			"stream", stream, "group", s.group, "ids", deleted)
+	}
+	if len(msgs) > 0 {
+		r.deliver(ctx, stream, msgs, r.attempts(ctx, stream, msgs))
+	}
+	return next != "0-0", nil
+}
+
+// attempts returns the delivery counts of claimed entries, from one XPENDING over their range. It returns nil
+// when Redis does not answer, and the deliveries then report attempt 0 (unknown).
+func (r *run) attempts(ctx context.Context, stream string, msgs []redis.XMessage) map[string]int {
+	s := r.s
+	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: s.group, Consumer: s.cfg.Consumer,
+		Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(len(msgs))}).Result()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]int, len(pend))
+	for _, p := range pend {
+		out[p.ID] = int(p.RetryCount)
+	}
+	return out
+}
+
+// retry handles a loop's Redis error: it stops the run on a fatal one, and otherwise logs it and waits before
+// the next try. It reports whether the loop should go on.
+func (r *run) retry(ctx context.Context, op string, err error, wait *time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	s := r.s
+	if fatal(err) {
+		hint := ""
+		if redis.HasErrorPrefix(err, "NOGROUP") {
+			hint = fmt.Sprintf(" (create group %s on every stream with EnsureGroup)", s.group)
+		}
+		r.fail(fmt.Errorf("redisstream: %s on %s as consumer %s of group %s%s: %w", op, strings.Join(s.streams, ", "),
+			s.cfg.Consumer, s.group, hint, err))
+		return false
+	}
+	s.log.WarnContext(ctx, "redisstream: Redis error; retrying", "op", op, "group", s.group, "retry_in", *wait, "err", err)
+	t := time.NewTimer(*wait)
+	defer t.Stop()
+	*wait = min(2**wait, maxRetryWait)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// deliver hands msgs to the lanes in order. Entries that are not Postbox messages are acknowledged and dropped.
+// When ctx ends first, the entries not handed out are released for other consumers. attempts gives delivery
+// counts by entry ID; nil means first deliveries.
+func (r *run) deliver(ctx context.Context, stream string, msgs []redis.XMessage, attempts map[string]int) {
+	s := r.s
+	topic := strings.TrimPrefix(stream, s.cfg.StreamPrefix)
+	for i, m := range msgs {
+		e, err := decode(s.ce, m.Values)
+		if err != nil {
+			r.drop(ctx, stream, m.ID, err)
+			continue
+		}
+		e.Message.Topic = topic
+		attempt := 1
+		if attempts != nil {
+			attempt = attempts[m.ID]
+		}
+		d := broker.NewDelivery(e, attempt, &acker{r: r, stream: stream, id: m.ID})
+		lane := r.lane(e.Message.Key)
+		select {
+		case r.lanes[lane] <- d:
+		case <-ctx.Done():
+			ids := make([]string, 0, len(msgs)-i)
+			for _, m := range msgs[i:] {
+				ids = append(ids, m.ID)
+			}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broker.DefaultSettleTimeout)
+			_ = r.release(sctx, stream, ids, 0) // on failure they are claimed after ClaimIdle
+			cancel()
+			return
+		}
+	}
+}
+
+// lane picks the handler lane of a message: by key, so one key's messages stay in order, or round robin.
+func (r *run) lane(key string) int {
+	if key != "" {
+		return int(maphash.String(r.seed, key) % uint64(len(r.lanes)))
+	}
+	return int(r.next.Add(1) % uint64(len(r.lanes)))
+}
+
+// drop acknowledges an entry that cannot be delivered: not a Postbox message, or deleted while pending.
+func (r *run) drop(ctx context.Context, stream, id string, why error) {
+	s := r.s
+	if errors.Is(why, errTrimmed) {
+		s.log.WarnContext(ctx, "redisstream: a pending entry was deleted from the stream before it was acknowledged; it is lost to this group",
+			"stream", stream, "group", s.group, "id", id)
+	} else {
+		s.log.ErrorContext(ctx, "redisstream: acknowledging and dropping an entry that is not a Postbox CloudEvent",
+			"stream", stream, "group", s.group, "id", id, "err", why)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broker.DefaultSettleTimeout)
+	defer cancel()
+	_ = s.rdb.XAck(sctx, stream, s.group, id).Err() // on failure it comes back and is dropped again
+}
+
+// release sets the idle time of pending entries so that XAUTOCLAIM claims them after delay: XCLAIM … IDLE
+// JUSTID, which keeps them with this consumer and does not count a delivery.
+func (r *run) release(ctx context.Context, stream string, ids []string, delay time.Duration) error {
+	s := r.s
+	idle := max(s.cfg.ClaimIdle-delay, 0)
+	args := make([]any, 0, 9+len(ids))
+	args = append(args, "XCLAIM", stream, s.group, s.cfg.Consumer, 0)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, "IDLE", strconv.FormatInt(idle.Milliseconds(), 10), "JUSTID")
+	return s.rdb.Do(ctx, args...).Err()
+}

@@ -1,0 +1,96 @@
+package watermillbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/postbox-go/postbox"
+)
+
+// MiddlewareConfig configures the middleware NewMiddleware returns. The zero value is valid.
+type MiddlewareConfig struct {
+	// Mapping says how delivered messages are read (their ID, type and key) and how produced messages become
+	// outbox messages. Default: the zero Mapping.
+	Mapping Mapping
+	// Topic is the outbox topic of the messages the handler produces. Default: the handler's publish topic (the
+	// publishTopic of Router.AddHandler), which the router puts in each message's context. A handler added
+	// without a publish topic (AddConsumerHandler) that produces messages needs Topic.
+	Topic string
+}
+
+// NewMiddleware returns a watermill handler middleware that handles each message exactly once per consumer,
+// with its effects and the messages it produces committed together. For each delivered message it begins a
+// transaction, claims the message's ID in consumer's inbox, runs the handler, enqueues the messages the handler
+// returns into the outbox (instead of letting the router publish them), and commits; the relay publishes them
+// after the commit. The handler finds the transaction with Tx and must do its database writes on it.
+//
+// A message the inbox has seen before is acked without running the handler. An error rolls everything back and
+// is returned, so the router nacks the message and it is delivered again. With a failure policy
+// (postbox.ConsumerConfig.MaxFailures), a message the policy gives up on is recorded as failed and acked.
+//
+// Add it after middleware that retries (middleware.Retry), so that each attempt runs in a fresh transaction:
+//
+//	router.AddMiddleware(middleware.Recoverer, middleware.Retry{MaxRetries: 3}.Middleware, inbox)
+//
+// cfg may be nil.
+func NewMiddleware[TTx any](consumer *postbox.Consumer[TTx], cfg *MiddlewareConfig) (message.HandlerMiddleware, error) {
+	if consumer == nil {
+		return nil, fmt.Errorf("%w: watermillbridge.NewMiddleware needs a consumer; make one with postbox.NewConsumer(client, \"billing\", nil)",
+			postbox.ErrInvalidConfig)
+	}
+	var c MiddlewareConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			m, err := c.Mapping.Delivered(msg)
+			if err != nil {
+				return nil, postbox.Permanent(err)
+			}
+			topic := c.Topic
+			if topic == "" {
+				topic = message.PublishTopicFromCtx(msg.Context())
+			}
+			outer := msg.Context()
+			_, err = consumer.Process(outer, m, func(ctx context.Context, _ TTx, _ postbox.Message) ([]postbox.Message, error) {
+				msg.SetContext(ctx) // carries the transaction to the handler
+				defer msg.SetContext(outer)
+				produced, err := h(msg)
+				if err != nil || len(produced) == 0 {
+					return nil, err
+				}
+				return c.outbox(produced, topic)
+			})
+			// The produced messages are in the outbox now: the router must not publish them too.
+			return nil, err
+		}
+	}, nil
+}
+
+// outbox converts the messages a handler produced. A message that cannot be converted is a Permanent error: the
+// handler would produce it again on every delivery.
+func (c MiddlewareConfig) outbox(produced []*message.Message, topic string) ([]postbox.Message, error) {
+	if topic == "" {
+		return nil, postbox.Permanent(errors.New("watermillbridge: the handler produced messages but has no publish topic; " +
+			"set MiddlewareConfig.Topic, or add the handler with Router.AddHandler and a publish topic"))
+	}
+	out := make([]postbox.Message, len(produced))
+	for i, p := range produced {
+		m, err := c.Mapping.Produced(p, topic)
+		if err != nil {
+			return nil, postbox.Permanent(err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Tx returns the transaction the middleware runs msg's handler in: a pgx.Tx with the pgxv5 driver, a *sql.Tx
+// with databasesql. Do the handler's writes on it, so that they commit with the inbox claim and the produced
+// messages. It reports false outside the middleware.
+func Tx[TTx any](msg *message.Message) (TTx, bool) {
+	return postbox.TxFromContext[TTx](msg.Context())
+}

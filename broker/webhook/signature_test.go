@@ -1,0 +1,118 @@
+package webhook_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/broker/webhook"
+)
+
+// TestSignMatchesStandardWebhooks checks the published Standard Webhooks test vector, which is what lets
+// receivers verify with that specification's libraries.
+func TestSignMatchesStandardWebhooks(t *testing.T) {
+	key, _ := base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") // whsec_MfKQ…
+	got := webhook.Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+}
+
+var now = time.Unix(1_700_000_000, 0)
+
+func signed(secret []byte, id string, ts time.Time, body string) http.Header {
+	h := http.Header{}
+	h.Set(webhook.HeaderID, id)
+	h.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	h.Set(webhook.HeaderSignature, webhook.Sign(secret, id, ts.Unix(), []byte(body)))
+	return h
+}
+
+func TestVerify(t *testing.T) {
+	old, current := []byte("old-secret"), []byte("new-secret")
+	v := &webhook.Verifier{Secrets: [][]byte{current, old}, MaxSkew: time.Minute, Now: func() time.Time { return now }}
+	with := func(h http.Header, name, value string) http.Header {
+		h = h.Clone()
+		if value == "" {
+			h.Del(name)
+		} else {
+			h.Set(name, value)
+		}
+		return h
+	}
+	good := signed(current, "id-1", now, "body")
+	for name, tc := range map[string]struct {
+		h    http.Header
+		body string
+		want error
+	}{
+		"valid":                      {good, "body", nil},
+		"old secret during rotation": {signed(old, "id-1", now, "body"), "body", nil},
+		"several signatures, one valid": {with(good, webhook.HeaderSignature,
+			"v1,AAAA v2,whatever "+good.Get(webhook.HeaderSignature)), "body", nil},
+		"within skew":            {signed(current, "id-1", now.Add(-59*time.Second), "body"), "body", nil},
+		"tampered body":          {good, "b0dy", webhook.ErrSignatureFailed},
+		"other message ID":       {with(good, webhook.HeaderID, "id-2"), "body", webhook.ErrSignatureFailed},
+		"other timestamp":        {with(good, webhook.HeaderTimestamp, strconv.FormatInt(now.Unix()+1, 10)), "body", webhook.ErrSignatureFailed},
+		"unknown secret":         {signed([]byte("guess"), "id-1", now, "body"), "body", webhook.ErrSignatureFailed},
+		"not base64":             {with(good, webhook.HeaderSignature, "v1,!!!"), "body", webhook.ErrSignatureFailed},
+		"too old":                {signed(current, "id-1", now.Add(-2*time.Minute), "body"), "body", webhook.ErrClockSkew},
+		"from the future":        {signed(current, "id-1", now.Add(2*time.Minute), "body"), "body", webhook.ErrClockSkew},
+		"timestamp not a number": {with(good, webhook.HeaderTimestamp, "yesterday"), "body", webhook.ErrBadTimestamp},
+		"no signature":           {with(good, webhook.HeaderSignature, ""), "body", webhook.ErrUnsigned},
+		"no timestamp":           {with(good, webhook.HeaderTimestamp, ""), "body", webhook.ErrUnsigned},
+		"no ID":                  {with(good, webhook.HeaderID, ""), "body", webhook.ErrUnsigned},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := v.Verify(tc.h, []byte(tc.body))
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("Verify = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if err := (&webhook.Verifier{}).Verify(good, []byte("body")); !errors.Is(err, webhook.ErrSignatureFailed) ||
+		!strings.Contains(err.Error(), "Secrets") {
+		t.Fatalf("Verify without secrets = %v; want a refusal that names Verifier.Secrets", err)
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	secret := []byte("s")
+	v := &webhook.Verifier{Secrets: [][]byte{secret}, MaxBodyBytes: 10}
+	var got string
+	srv := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = string(b)
+	})))
+	defer srv.Close()
+	c := client(t)
+	post := func(h http.Header, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header = h
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, _ := post(signed(secret, "m", time.Now(), "hello"), "hello"); status != 200 || got != "hello" {
+		t.Fatalf("valid request: status %d, handler read %q", status, got)
+	}
+	if status, msg := post(signed(secret, "m", time.Now(), "hello"), "HELLO"); status != 401 || !strings.Contains(msg, "signature does not match") {
+		t.Fatalf("tampered request: %d %q, want 401 saying the signature does not match", status, msg)
+	}
+	if status, msg := post(signed(secret, "m", time.Now().Add(-time.Hour), "hello"), "hello"); status != 401 || !strings.Contains(msg, "clock skew") {
+		t.Fatalf("stale request: %d %q, want 401 naming the clock skew", status, msg)
+	}
+	if status, _ := post(signed(secret, "m", time.Now(), "hello world!"), "hello world!"); status != 413 {
+		t.Fatalf("body over MaxBodyBytes: status %d, want 413", status)
+	}
+}

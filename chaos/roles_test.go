@@ -1,0 +1,241 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/driver/pgxv5"
+)
+
+// The roles a scenario's processes play. The same code runs in the test process and in child processes (the
+// test binary run again with roleConfig in its environment), so a role killed as a process behaves exactly as
+// it does in process.
+
+// poisonType marks a message every handler refuses.
+const poisonType = "chaos.poison"
+
+// roleConfig is everything a relay or consumer needs to join a scenario.
+type roleConfig struct {
+	Role     string // "relay" or "consumer"
+	DB       string // PostgreSQL URL
+	Broker   string // brokerNATS or brokerAMQP
+	URL      string // the broker's URL (a proxy's, when the scenario puts one in between)
+	Prefix   string // the scenario's table prefix
+	Stream   string
+	Consumer string // the durable consumer's and the inbox consumer's name
+
+	// Relay
+	BatchSize    int
+	Workers      int
+	MaxAttempts  int
+	PollInterval time.Duration
+	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away
+
+	// Consumer
+	MaxFailures int
+	KillAfter   int    // kill this process at its KillAfter-th processed message (0: never)
+	KillAt      string // killBeforeCommit or killAfterCommit
+}
+
+const (
+	killBeforeCommit = "before-commit" // in the handler, its writes done, before the inbox transaction commits
+	killAfterCommit  = "after-commit"  // after the commit, before the broker ack
+)
+
+func (c roleConfig) outbox() string { return c.Prefix + "_outbox" }
+func (c roleConfig) inbox() string  { return c.Prefix + "_inbox" }
+
+func (c roleConfig) ledger() (*Ledger, error) { return NewLedger(c.Prefix, c.outbox(), c.inbox()) }
+
+func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Client[pgx.Tx], error) {
+	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Logger: log})
+}
+
+// roleStats add up what in-process roles saw, so that a scenario can show that its fault was felt.
+type roleStats struct {
+	mu       sync.Mutex
+	relay    postbox.RelayStats
+	outcomes [4]atomic.Int64 // deliveries by postbox.Outcome
+}
+
+func (s *roleStats) addRelay(r postbox.RelayStats) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.relay.Published += r.Published
+	s.relay.Failed += r.Failed
+	s.relay.Dead += r.Dead
+	s.relay.Batches += r.Batches
+	s.relay.Errors += r.Errors
+}
+
+func (s *roleStats) addOutcome(o postbox.Outcome) {
+	if s != nil && int(o) < len(s.outcomes) {
+		s.outcomes[o].Add(1)
+	}
+}
+
+func (s *roleStats) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("in-process relays: %d published, %d failed publishes retried, %d dead, %d claim or settle errors; "+
+		"in-process consumers: %d processed, %d duplicates, %d retries, %d failed",
+		s.relay.Published, s.relay.Failed, s.relay.Dead, s.relay.Errors,
+		s.outcomes[postbox.Processed].Load(), s.outcomes[postbox.Duplicate].Load(), s.outcomes[postbox.Retry].Load(),
+		s.outcomes[postbox.Failed].Load())
+}
+
+// runRelay relays the scenario's outbox to JetStream until ctx ends, calling acked with the IDs of each batch
+// the broker acknowledged before the relay settles the batch. It adds the relay's totals to stats (which may be
+// nil) when it returns.
+func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(ids []string), stats *roleStats) error {
+	pool, err := pgxpool.New(ctx, cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	client, err := cfg.client(pool, log)
+	if err != nil {
+		return err
+	}
+	pub, closePub, err := publisher(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closePub()
+	backoff := cfg.Backoff
+	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, &postbox.RelayConfig{
+		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
+		PublishTimeout: 3 * time.Second, Backoff: func(int) time.Duration { return backoff },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { stats.addRelay(relay.Stats()) }()
+	return relay.Run(ctx)
+}
+
+// ackLog reports the records the broker acknowledged, after Publish returns and before the relay settles them:
+// a relay killed in between has reported a batch it will publish again, which is what duplicates_published
+// counts.
+type ackLog struct {
+	pub   postbox.Publisher
+	acked func(ids []string)
+}
+
+func (a ackLog) Publish(ctx context.Context, batch []postbox.Record) error {
+	err := a.pub.Publish(ctx, batch)
+	ids := make([]string, 0, len(batch))
+	var be *postbox.BatchError
+	switch {
+	case err == nil:
+		for _, r := range batch {
+			ids = append(ids, r.ID)
+		}
+	case errors.As(err, &be) && len(be.Errs) == len(batch):
+		for i, r := range batch {
+			if be.Errs[i] == nil {
+				ids = append(ids, r.ID)
+			}
+		}
+	}
+	if len(ids) > 0 {
+		a.acked(ids)
+	}
+	return err
+}
+
+// consumerHooks run at the points where the consumer-kill scenario kills a consumer.
+type consumerHooks struct {
+	beforeCommit func() // in the handler, after its writes
+	afterCommit  func() // after the inbox transaction committed, before the ack
+}
+
+// runConsumer processes the scenario's stream through the inbox until ctx ends: each message writes one effect
+// into the ledger in the inbox transaction. A Receive that fails (the broker went away for long) is started
+// again. Each delivery's outcome is counted in stats, which may be nil.
+func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks consumerHooks, stats *roleStats) error {
+	pool, err := pgxpool.New(ctx, cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	client, err := cfg.client(pool, log)
+	if err != nil {
+		return err
+	}
+	ledger, err := cfg.ledger()
+	if err != nil {
+		return err
+	}
+	consumer, err := postbox.NewConsumer(client, cfg.Consumer, &postbox.ConsumerConfig{MaxFailures: cfg.MaxFailures, Logger: log})
+	if err != nil {
+		return err
+	}
+	receive, closeReceiver, err := receiver(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeReceiver()
+	apply := func(ctx context.Context, tx pgx.Tx, m postbox.Message) ([]postbox.Message, error) {
+		if m.Type == poisonType {
+			return nil, errors.New("chaos: this message is poison; no handler accepts it")
+		}
+		if err := ledger.Effect(ctx, tx, m.ID, cfg.Consumer); err != nil {
+			return nil, err
+		}
+		if hooks.beforeCommit != nil {
+			hooks.beforeCommit()
+		}
+		return nil, nil
+	}
+	handle := broker.AckPolicy{Logger: log, NackDelay: func(int) time.Duration { return 200 * time.Millisecond }}.Wrap(
+		func(ctx context.Context, m postbox.Message) error {
+			res, err := consumer.Process(ctx, m, apply)
+			stats.addOutcome(res.Outcome)
+			if err == nil && res.Outcome == postbox.Processed && hooks.afterCommit != nil {
+				hooks.afterCommit()
+			}
+			return err
+		})
+	for ctx.Err() == nil {
+		err := receive(ctx, handle)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("receive ended; starting again", "err", err)
+			wait(ctx, 200*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// killer returns a hook that kills this process with SIGKILL at its n-th call.
+func killer(n int) func() {
+	var calls atomic.Int64
+	return func() {
+		if calls.Add(1) == int64(n) {
+			killSelf()
+		}
+	}
+}
+
+// wait returns after d or when ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

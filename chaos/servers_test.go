@@ -1,0 +1,166 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
+)
+
+// TestBrokerRestartNATS: the scenario's own nats-server is stopped twice while relays publish and a consumer
+// receives, once cleanly (SIGTERM) and once by a crash (SIGKILL), each time for four seconds (longer than the
+// relay's PublishTimeout, so that publishes fail rather than wait in the client's reconnect buffer), and started
+// again on the same port and store. Relays and consumers reconnect by themselves; what failed to publish is retried,
+// what was delivered but not acked comes again and the inbox absorbs it.
+func TestBrokerRestartNATS(t *testing.T) {
+	events, over := size(3000, 20000), size(8*time.Second, 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	w := newWorld(t, "natsrestart", worldOptions{})
+	w.goConsumer(w.consumerConfig())
+	rc := w.relayConfig()
+	rc.Workers = 2
+	w.goRelay(rc)
+	w.produce(ctx, events, over)
+
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		wait(ctx, over/4)
+		w.nats.Stop(sig)
+		wait(ctx, 4*time.Second)
+		if err := w.nats.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.settle(ctx)
+	w.verdict(ctx, expect{events: events, dupBound: 0, bound: "no relay died: a publish is retried only when it was not acknowledged",
+		fault: "nats-server stopped with SIGTERM and with SIGKILL, 4s each, and restarted", felt: publishFailed})
+}
+
+// TestPostgresRestart: a PostgreSQL cluster of the scenario's own (initdb, pg_ctl, its own port) holds the outbox,
+// the inbox and the ledger, and is restarted twice while producers, relays and consumers run: once with a fast
+// shutdown and once with an immediate one (a crash, recovered from the WAL), each time down for two seconds.
+// Nothing is restarted by hand but the server: producers retry their transactions, relays their claims and
+// consumers their deliveries.
+func TestPostgresRestart(t *testing.T) {
+	events, over := size(3000, 20000), size(8*time.Second, 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	cluster, err := NewPGCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("temporary cluster's log:\n%s", cluster.Log())
+		}
+		if err := cluster.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := createDB(ctx, cluster.URL("postgres"), "chaos"); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, "pgrestart", worldOptions{db: cluster.URL("chaos")})
+	w.goConsumer(w.consumerConfig())
+	rc := w.relayConfig()
+	rc.Workers = 2
+	w.goRelay(rc)
+	w.produce(ctx, events, over)
+
+	modes := []string{PGFast, PGImmediate}
+	for _, mode := range modes {
+		wait(ctx, over/4)
+		if err := cluster.Stop(ctx, mode); err != nil {
+			t.Fatal(err)
+		}
+		wait(ctx, 2*time.Second)
+		if err := cluster.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.settle(ctx)
+	// A restart ends the claim transactions of batches being published: those batches are published again.
+	bound := int64(len(modes) * rc.Workers * rc.BatchSize)
+	w.verdict(ctx, expect{events: events, dupBound: bound,
+		bound: fmt.Sprintf("one batch of %d per relay worker (%d) per restart (%d)", rc.BatchSize, rc.Workers, len(modes)),
+		fault: "PostgreSQL restarted with pg_ctl -m fast and -m immediate, 2s down each", felt: claimFailed})
+}
+
+// TestBrokerOutageRabbitMQ: RabbitMQ is shared with other tests and too heavy to run a second instance of, so its
+// outage is simulated by a proxy in front of it, through which the relays and the consumer reach it. First the
+// proxy cuts every connection and refuses new ones for four seconds, as a stopped server would; then it stalls all
+// traffic for four seconds, as a hung server or a dead network path would. The shared server itself is never
+// stopped. RabbitMQ does not deduplicate, so a publish retried after a lost confirmation reaches the consumer
+// twice, and the inbox absorbs it.
+func TestBrokerOutageRabbitMQ(t *testing.T) {
+	events, over := size(3000, 20000), size(10*time.Second, 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	w := newWorld(t, "rabbitoutage", worldOptions{broker: brokerAMQP})
+	u, err := url.Parse(rabbitURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	via := *u
+	via.Host = proxy.Addr()
+	rc, cc := w.relayConfig(), w.consumerConfig()
+	rc.URL, cc.URL, rc.Workers = via.String(), via.String(), 2
+	w.goRelay(rc)
+	w.goConsumer(cc)
+	w.produce(ctx, events, over)
+
+	wait(ctx, over/4)
+	proxy.Refuse(true)
+	proxy.Cut()
+	wait(ctx, 4*time.Second)
+	proxy.Refuse(false)
+
+	wait(ctx, over/4)
+	proxy.Stall()
+	wait(ctx, 4*time.Second)
+	proxy.Resume()
+
+	w.settle(ctx)
+	w.verdict(ctx, expect{events: events, dupBound: 0, bound: "no relay died: a publish is retried only when it was not confirmed",
+		fault: "RabbitMQ unreachable through a proxy: connections cut and refused 4s, then all traffic stalled 4s", felt: publishFailed})
+}
+
+func createDB(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	return err
+}
+
+// publishFailed checks that relays saw publishes fail.
+func publishFailed(s *roleStats) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay.Failed == 0 {
+		return "no publish failed"
+	}
+	return ""
+}
+
+// claimFailed checks that relays saw claims or settles fail.
+func claimFailed(s *roleStats) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay.Errors == 0 {
+		return "no claim or settle failed"
+	}
+	return ""
+}

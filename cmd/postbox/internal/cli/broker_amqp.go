@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+)
+
+func init() {
+	brokerSchemes["amqp"] = openAMQP
+	brokerSchemes["amqps"] = openAMQP
+}
+
+// amqpParams are the query parameters of an amqp:// URL that configure the publisher.
+var amqpParams = []string{"exchange", "key_in_routing_key", "transient"}
+
+// amqpClientParams are the ones amqp091-go reads from the URL itself.
+var amqpClientParams = []string{"heartbeat", "connection_timeout", "channel_max", "auth_mechanism", "certfile", "keyfile",
+	"cacertfile", "server_name_indication"}
+
+// openAMQP returns a RabbitMQ publisher for
+//
+//	amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true]
+//
+// Messages go to the topic exchange X (default amq.topic) with the topic as routing key, with publisher confirms
+// and the mandatory flag, so that a message no queue is bound for fails and is retried instead of vanishing.
+func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
+	fail := func(format string, args ...any) (*brokerConn, error) {
+		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("not a URL (%v); write amqp://user:pass@host:5672/vhost, with reserved characters in the password percent-encoded",
+			scrubURLError(err))
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains(amqpParams, k) && !slices.Contains(amqpClientParams, k) {
+			return fail("unknown parameter %q; AMQP URLs take %s, and %s", k, strings.Join(amqpParams, ", "), strings.Join(amqpClientParams, ", "))
+		}
+	}
+	cfg := amqpbroker.PublisherConfig{Exchange: q.Get("exchange"), Source: o.source, Logger: rt.log}
+	for name, p := range map[string]*bool{"key_in_routing_key": &cfg.KeyInRoutingKey, "transient": &cfg.Transient} {
+		if v := q.Get(name); v != "" {
+			if *p, err = strconv.ParseBool(v); err != nil {
+				return fail("%s=%q is not true or false", name, v)
+			}
+		}
+	}
+	for _, p := range amqpParams {
+		q.Del(p)
+	}
+	u.RawQuery = q.Encode()
+	cfg.URL = u.String()
+	pub, err := amqpbroker.NewPublisher(&cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return &brokerConn{
+		name:  RedactURL(raw),
+		pub:   pub,
+		ping:  pub.Ping,
+		close: func(context.Context) error { return pub.Close() },
+	}, nil
+}

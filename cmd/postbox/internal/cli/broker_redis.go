@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/postbox-go/postbox/broker/redisstream"
+)
+
+func init() {
+	brokerSchemes["redis"] = openRedis
+	brokerSchemes["rediss"] = openRedis
+}
+
+// redisParams are the query parameters of a redis:// URL that configure the publisher; every other parameter goes
+// to go-redis (dial_timeout, read_timeout, pool_size, client_name, protocol, skip_verify...).
+var redisParams = []string{"stream_prefix", "maxlen", "maxage", "require_stream"}
+
+// openRedis returns a Redis Streams publisher for
+//
+//	redis[s]://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N|maxage=D&require_stream=true]
+//
+// Each message is added to stream stream_prefix + topic. maxlen or maxage trims the streams as they grow: an
+// entry trimmed before a consumer group read it is lost to that group. rediss:// connects with TLS.
+func openRedis(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
+	fail := func(format string, args ...any) (*brokerConn, error) {
+		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("not a URL (%v); write redis://host:6379/?stream_prefix=orders:", scrubURLError(err))
+	}
+	q := u.Query()
+	cfg := redisstream.PublisherConfig{Source: o.source, StreamPrefix: q.Get("stream_prefix")}
+	if v := q.Get("maxlen"); v != "" {
+		if cfg.MaxLen, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.MaxLen < 0 {
+			return fail("maxlen=%q: write a whole number of entries, such as maxlen=1000000 (0 keeps every entry)", v)
+		}
+	}
+	if v := q.Get("maxage"); v != "" {
+		if cfg.MaxAge, err = time.ParseDuration(v); err != nil || cfg.MaxAge < 0 {
+			return fail("maxage=%q: write a duration, such as maxage=72h (0 keeps every entry)", v)
+		}
+	}
+	if cfg.MaxLen > 0 && cfg.MaxAge > 0 {
+		return fail("set maxlen or maxage, not both: Redis trims a stream by one of them at a time")
+	}
+	if v := q.Get("require_stream"); v != "" {
+		if cfg.RequireStream, err = strconv.ParseBool(v); err != nil {
+			return fail("require_stream=%q is not true or false", v)
+		}
+	}
+	for _, p := range redisParams {
+		q.Del(p)
+	}
+	u.RawQuery = q.Encode()
+	opts, err := redis.ParseURL(u.String())
+	if err != nil {
+		return fail("%v; Redis URLs take %s, and go-redis's options such as dial_timeout, read_timeout and pool_size",
+			scrubURLError(err), strings.Join(redisParams, ", "))
+	}
+	// The relay's publish timeout then bounds each pipeline, not only the client's read timeout.
+	opts.ContextTimeoutEnabled = true
+	redis.SetLogger(redisLogger{rt.log})
+	rdb := redis.NewClient(opts)
+	pub, err := redisstream.NewPublisher(rdb, &cfg)
+	if err != nil {
+		rdb.Close()
+		return fail("%v", err)
+	}
+	return &brokerConn{
+		name:  RedactURL(raw),
+		pub:   pub,
+		ping:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		close: func(context.Context) error { return rdb.Close() },
+	}, nil
+}
+
+// redisLogger sends go-redis's own messages to the command's logger, which scrubs secrets, instead of the
+// standard library's logger.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}

@@ -1,0 +1,319 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/broker/webhook"
+)
+
+// TestCommands runs migrate, send, status, relay and dead against PostgreSQL, MariaDB and SQLite.
+func TestCommands(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) { testCommands(t, tg) })
+	}
+}
+
+func testCommands(t *testing.T, tg target) {
+	ok := func(args ...string) result {
+		t.Helper()
+		r := run(t, nil, tg.args(args...)...)
+		if r.code != 0 {
+			t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+
+	// migrate sql needs no database: the URL only picks the dialect.
+	sql := ok("migrate", "sql").stdout
+	mustContain(t, "migrate sql", sql, "-- postbox migration 0001", "CREATE TABLE IF NOT EXISTS "+tg.quote+tg.table+tg.quote)
+	mustContain(t, "migrate status before up", ok("migrate", "status").stdout, "0001", " no", "to apply: run postbox migrate up")
+	mustContain(t, "migrate up", ok("migrate", "up").stdout, "applied migration 0001")
+	mustContain(t, "migrate up again", ok("migrate", "up").stdout, "up to date")
+	if st := ok("migrate", "status").stdout; strings.Contains(st, "to apply") {
+		t.Errorf("migrate status after up:\n%s", st)
+	}
+
+	// send: inline data, @file, headers, JSON output; each prints the ID.
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$`)
+	id1 := ok("send", "--topic", "orders", "--type", "order.created", "--key", "o-1", "--data", `{"id":"o-1"}`, "-H", "source=test").stdout
+	if !uuid.MatchString(id1) {
+		t.Fatalf("send printed %q; want a UUIDv7", id1)
+	}
+	file := writeFile(t, "order.json", `{"id":"o-2"}`)
+	ok("send", "-t", "orders", "--type", "order.created", "-k", "o-2", "-d", "@"+file)
+	var sent map[string]string
+	if err := json.Unmarshal([]byte(ok("send", "-t", "payments", "--type", "payment.taken", "--data", "raw bytes", "--json").stdout), &sent); err != nil || sent["id"] == "" {
+		t.Fatalf("send --json: %v %v", sent, err)
+	}
+	if r := run(t, nil, tg.args("send", "-t", "orders", "--type", "x", "--data", "@/no/such/file")...); r.code != ExitUsage {
+		t.Errorf("send with a missing @file: exit %d", r.code)
+	}
+	if r := run(t, nil, tg.args("send", "-t", "orders", "--type", "x", "-H", "ce-id=1")...); r.code != ExitUsage || !strings.Contains(r.stderr, "CloudEvents prefix") {
+		t.Errorf("send with a reserved header: exit %d, %s", r.code, r.stderr)
+	}
+
+	// status: 3 pending on 2 topics.
+	var st status
+	if err := json.Unmarshal([]byte(ok("status", "--json").stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 3 || st.Dead != 0 || len(st.Topics) != 2 || st.Topics[0].Topic != "orders" || st.Topics[0].Pending != 2 ||
+		st.OldestPending == nil || st.OldestPendingAgeSeconds <= 0 {
+		t.Fatalf("status --json = %+v", st)
+	}
+	mustContain(t, "status", ok("status").stdout, "pending: 3", "dead:    0", "TOPIC", "payments")
+
+	// relay with a registry that knows order.created only: the payment is parked dead, the orders are printed to
+	// stdout as CloudEvents JSON lines.
+	config := writeFile(t, "postbox.yaml", `
+events:
+  - type: order.created
+    topic: orders
+    key_required: true
+    schema:
+      type: object
+      required: [id]
+      properties: {id: {type: string}}
+`)
+	stdout, _, stop := background(t, env("POSTBOX_CONFIG", config), tg.args("relay", "--broker", "stdout:", "--poll-interval", "20ms")...)
+	eventually(t, "two orders published and the payment parked", func() bool {
+		var s status
+		r := run(t, nil, tg.args("status", "--json")...)
+		return json.Unmarshal([]byte(r.stdout), &s) == nil && s.Pending == 0 && s.Dead == 1 &&
+			strings.Count(stdout.String(), "\n") == 2
+	})
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d after cancellation; stderr:\n%s", r.code, r.stderr)
+	}
+	var events []event
+	sc := bufio.NewScanner(strings.NewReader(stdout.String()))
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("relay stdout line %q: %v", sc.Text(), err)
+		}
+		events = append(events, e)
+	}
+	if len(events) != 2 || events[0].ID+"\n" != id1 || events[0].Subject != "o-1" || events[0].Type != "order.created" ||
+		string(events[0].Data) != `{"id":"o-1"}` || events[0].Headers["source"] != "test" || events[0].SpecVersion != "1.0" {
+		t.Fatalf("published events %+v", events)
+	}
+
+	// dead list shows the payment with the registry's reason; retry makes it pending; purge deletes it.
+	var dead []deadJSON
+	if err := json.Unmarshal([]byte(ok("dead", "list", "--json").stdout), &dead); err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].ID != sent["id"] || !strings.Contains(dead[0].LastError, `"payment.taken" is not in the registry`) ||
+		string(dead[0].PayloadBase64) != "raw bytes" {
+		t.Fatalf("dead list = %+v", dead)
+	}
+	mustContain(t, "dead list", ok("dead", "list", "--topic", "payments").stdout, sent["id"], "payment.taken", "not in the registry")
+	mustContain(t, "dead list of another topic", ok("dead", "list", "--topic", "orders").stdout, "no dead messages")
+	if r := run(t, nil, tg.args("dead", "retry", "--id", "not-a-uuid")...); r.code != ExitUsage {
+		t.Errorf("dead retry with a malformed ID: exit %d, %s", r.code, r.stderr)
+	}
+	mustContain(t, "dead retry", ok("dead", "retry", "--id", sent["id"]).stdout, "retried 1 dead message(s)")
+	ok("status", "--json") // and it is pending again:
+	if err := json.Unmarshal([]byte(ok("status", "--json").stdout), &st); err != nil || st.Pending != 1 || st.Dead != 0 {
+		t.Fatalf("after retry: %+v %v", st, err)
+	}
+	// A relay without the registry publishes it.
+	stdout, _, stop = background(t, nil, tg.args("relay", "--broker", "stdout:", "--poll-interval", "20ms")...)
+	eventually(t, "the retried payment published", func() bool { return strings.Contains(stdout.String(), sent["id"]) })
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d", r.code)
+	}
+	mustContain(t, "dead purge", ok("dead", "purge", "--all", "--json").stdout, `{"purged":0}`)
+}
+
+// TestRelayHTTP checks /healthz, /readyz and /metrics, and routing of topics to brokers.
+func TestRelayHTTP(t *testing.T) {
+	tg := sqliteTarget(t)
+	if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	for _, topic := range []string{"orders.created", "orders.paid", "audit"} {
+		if r := run(t, nil, tg.args("send", "-t", topic, "--type", "x", "--data", "{}")...); r.code != 0 {
+			t.Fatal(r.stderr)
+		}
+	}
+	// Only orders.* has a route and there is no default broker: audit cannot be published, and with one attempt
+	// allowed it is parked as dead.
+	stdout, stderr, stop := background(t, nil, tg.args("relay", "--route", "orders.*=stdout:", "--http", "127.0.0.1:0",
+		"--poll-interval", "20ms", "--max-attempts", "1")...)
+	addr := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
+	eventually(t, "the HTTP listener", func() bool { return addr.MatchString(stderr.String()) })
+	base := "http://" + addr.FindStringSubmatch(stderr.String())[1]
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, "two orders published", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+	var metrics string
+	eventually(t, "the dead audit message in /metrics", func() bool {
+		_, metrics = get("/metrics")
+		return strings.Contains(metrics, `postbox_dead_total{topic="audit"} 1`)
+	})
+	mustContain(t, "/metrics", metrics,
+		"postbox_outbox_up 1", "# TYPE postbox_pending gauge", `postbox_pending{topic="audit"} 0`, `postbox_dead{topic="audit"} 1`,
+		"# TYPE postbox_oldest_pending_age_seconds gauge", "postbox_oldest_pending_age_seconds 0",
+		`postbox_published_total{topic="orders.created"} 1`, `postbox_published_total{topic="orders.paid"} 1`,
+		`postbox_publish_failures_total{topic="audit"} 1`, "# TYPE postbox_dead_total counter", "postbox_settle_errors_total 0",
+		"# TYPE postbox_enqueue_to_publish_seconds histogram",
+		`postbox_enqueue_to_publish_seconds_bucket{topic="orders.created",le="+Inf"} 1`,
+		`postbox_enqueue_to_publish_seconds_count{topic="orders.paid"} 1`,
+		"# TYPE postbox_batch_duration_seconds histogram", "postbox_batch_duration_seconds_count ",
+		"# TYPE go_goroutines gauge")
+	if strings.Contains(metrics, "otel_scope") || strings.Contains(metrics, "target_info") {
+		t.Errorf("/metrics has OpenTelemetry's scope or target series:\n%s", metrics)
+	}
+	if strings.Contains(stdout.String(), `"topic":"audit"`) {
+		t.Error("audit was published without a route")
+	}
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "relay log", stderr.String(), `no route matches topic \"audit\"`)
+}
+
+// TestReadyzReportsUnreachableDatabase: the relay keeps running when the database is down, /readyz says so
+// without the password, and the relay still stops cleanly.
+func TestReadyzReportsUnreachableDatabase(t *testing.T) {
+	const password = "R3adyzSecret"
+	_, stderr, stop := background(t, nil, "relay", "--db", "postgres://postbox:"+password+"@127.0.0.1:1/app?connect_timeout=1",
+		"--broker", "stdout:", "--http", "127.0.0.1:0", "--poll-interval", "50ms")
+	addr := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
+	eventually(t, "the HTTP listener", func() bool { return addr.MatchString(stderr.String()) })
+	resp, err := http.Get("http://" + addr.FindStringSubmatch(stderr.String())[1] + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"name":"database","ok":false`) ||
+		strings.Contains(string(body), password) {
+		t.Errorf("/readyz = %d %s", resp.StatusCode, body)
+	}
+	// /metrics still serves the relay's own series, says the outbox cannot be read, and reports no counts.
+	resp, err = http.Get("http://" + addr.FindStringSubmatch(stderr.String())[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "postbox_outbox_up 0") || strings.Contains(string(body), "postbox_pending") ||
+		!strings.Contains(string(body), "postbox_settle_errors_total 0") || strings.Contains(string(body), password) {
+		t.Errorf("/metrics = %d %s", resp.StatusCode, body)
+	}
+	r := stop()
+	if r.code != 0 || strings.Contains(r.stderr, password) || !strings.Contains(r.stderr, "reading the outbox's counts for metrics") {
+		t.Fatalf("relay exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestMatchTopic(t *testing.T) {
+	for _, c := range []struct {
+		pattern, topic string
+		want           bool
+	}{
+		{"orders.*", "orders.created", true}, {"orders.*", "orders.eu.created", true}, {"orders.*", "orders", false},
+		{"*", "anything", true}, {"orders", "orders", true}, {"orders", "orders2", false}, {"*.created", "orders.created", true},
+		{"a*b*c", "a-x-b-y-c", true}, {"a*b*c", "a-x-c-y-b", false}, {"", "", true},
+	} {
+		if got := matchTopic(c.pattern, c.topic); got != c.want {
+			t.Errorf("matchTopic(%q, %q) = %v", c.pattern, c.topic, got)
+		}
+	}
+}
+
+// TestSendEnforcesRegistry: send refuses what the config file's registry refuses, with the reason, and writes
+// nothing.
+func TestSendEnforcesRegistry(t *testing.T) {
+	tg := sqliteTarget(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "order.json"), []byte(`{"type":"object","required":["id"],"additionalProperties":false,"properties":{"id":{"type":"string"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "postbox.yaml")
+	if err := os.WriteFile(config, []byte("events:\n  - type: order.created\n    topic: orders\n    key_required: true\n    schema_file: order.json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	environ := env("POSTBOX_CONFIG", config)
+	if r := run(t, environ, tg.args("migrate", "up")...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	for want, args := range map[string][]string{
+		`payload is missing the required property "id"`:     {"-t", "orders", "--type", "order.created", "-k", "o", "--data", `{}`},
+		`property "total", which the schema does not allow`: {"-t", "orders", "--type", "order.created", "-k", "o", "--data", `{"id":"o","total":1}`},
+		`requires a key`:                         {"-t", "orders", "--type", "order.created", "--data", `{"id":"o"}`},
+		`belongs on topic "orders"`:              {"-t", "sales", "--type", "order.created", "-k", "o", "--data", `{"id":"o"}`},
+		`"order.shipped" is not in the registry`: {"-t", "orders", "--type", "order.shipped", "--data", `{}`},
+	} {
+		r := run(t, environ, tg.args(append([]string{"send"}, args...)...)...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, want) {
+			t.Errorf("send %v: exit %d, %s; want exit 2 and %q", args, r.code, r.stderr, want)
+		}
+	}
+	if r := run(t, environ, tg.args("send", "-t", "orders", "--type", "order.created", "-k", "o", "--data", `{"id":"o"}`)...); r.code != 0 {
+		t.Fatalf("valid send: %s", r.stderr)
+	}
+	if r := run(t, nil, tg.args("status", "--json")...); !strings.Contains(r.stdout, `"pending":1,`) {
+		t.Fatalf("status after one valid send and five refused: %s", r.stdout)
+	}
+}
+
+// TestRelayToWebhook: the relay POSTs each message to its topic's endpoint, signed with the webhook secret, which
+// it never prints.
+func TestRelayToWebhook(t *testing.T) {
+	const secret = "whsec-Sh0uldNeverPrint"
+	type hit struct{ path, id string }
+	hits := make(chan hit, 10)
+	verifier := &webhook.Verifier{Secrets: [][]byte{[]byte(secret)}}
+	srv := httptest.NewServer(verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- hit{r.URL.Path, r.Header.Get("ce-id")}
+	})))
+	defer srv.Close()
+
+	tg := sqliteTarget(t)
+	if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	id := strings.TrimSpace(run(t, nil, tg.args("send", "-t", "orders", "--type", "order.created", "--data", "{}")...).stdout)
+	_, _, stop := background(t, env("POSTBOX_WEBHOOK_SECRET", secret), tg.args("relay", "--poll-interval", "20ms",
+		"--broker", srv.URL+"/hooks/{topic}", "--log-level", "debug")...)
+	select {
+	case h := <-hits:
+		if h.path != "/hooks/orders" || h.id != id {
+			t.Errorf("webhook got %+v; want /hooks/orders with ce-id %s", h, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no signed request reached the webhook")
+	}
+	r := stop()
+	if r.code != 0 || strings.Contains(r.stdout+r.stderr, secret) {
+		t.Fatalf("relay exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

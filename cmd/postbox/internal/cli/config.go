@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/jsonschema"
+)
+
+// fileConfig is a parsed config file: option values by name, and the event registry.
+//
+//	db: postgres://postbox@db.internal/app
+//	broker: nats://nats.internal:4222
+//	route:
+//	  - payments.*=kafka://kafka-1:9092,kafka-2:9092
+//	http: :9090
+//	batch-size: 1000
+//	events:
+//	  - type: order.created
+//	    topic: orders
+//	    key_required: true
+//	    schema: {type: object, required: [id], properties: {id: {type: string}}}
+//	  - type: order.cancelled
+//	    topic: orders
+//	    schema_file: schemas/order-cancelled.json
+type fileConfig struct {
+	path   string
+	values map[string]any
+	events []eventConfig
+}
+
+// eventConfig is one entry of the file's events list.
+type eventConfig struct {
+	Type        string `yaml:"type"`
+	Topic       string `yaml:"topic"`
+	KeyRequired bool   `yaml:"key_required"`
+	Schema      any    `yaml:"schema"`
+	SchemaFile  string `yaml:"schema_file"`
+	Description string `yaml:"description"`
+}
+
+const eventsKey = "events"
+
+func loadConfigFile(path string) (*fileConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, usageErrorf("config file %s is not valid YAML: %v", path, err)
+	}
+	known := knownKeys()
+	fc := &fileConfig{path: path, values: map[string]any{}}
+	for key, node := range raw {
+		if key == eventsKey {
+			if err := node.Decode(&fc.events); err != nil {
+				return nil, usageErrorf("config file %s, events: %v", path, err)
+			}
+			continue
+		}
+		if !slices.Contains(known, key) {
+			return nil, usageErrorf("config file %s: unknown key %q; keys are flag names without dashes in front (%s) and %s",
+				path, key, strings.Join(known, ", "), eventsKey)
+		}
+		var v any
+		if err := node.Decode(&v); err != nil {
+			return nil, usageErrorf("config file %s, key %s: %v", path, key, err)
+		}
+		fc.values[key] = v
+	}
+	return fc, nil
+}
+
+// registry builds the event registry from the file's events list; nil when the file has none.
+func (fc *fileConfig) registry() (*postbox.Registry, error) {
+	if fc == nil || len(fc.events) == 0 {
+		return nil, nil
+	}
+	reg := &postbox.Registry{}
+	for i, e := range fc.events {
+		et := postbox.EventType{Type: e.Type, Topic: e.Topic, KeyRequired: e.KeyRequired, Description: e.Description}
+		where := fmt.Sprintf("config file %s, events[%d] (%s)", fc.path, i, e.Type)
+		doc, err := e.schemaDoc(filepath.Dir(fc.path))
+		if err != nil {
+			return nil, usageErrorf("%s: %v", where, err)
+		}
+		if doc != nil {
+			schema, err := jsonschema.Compile(doc)
+			if err != nil {
+				return nil, usageErrorf("%s: %v", where, err)
+			}
+			et.Payload = schema
+		}
+		if err := reg.Register(et); err != nil {
+			return nil, usageErrorf("%s: %v", where, err)
+		}
+	}
+	return reg, nil
+}
+
+// schemaDoc returns the event's JSON Schema as JSON: the inline schema, or the file, relative to the config
+// file's directory.
+func (e eventConfig) schemaDoc(dir string) ([]byte, error) {
+	switch {
+	case e.Schema != nil && e.SchemaFile != "":
+		return nil, fmt.Errorf("set schema or schema_file, not both")
+	case e.Schema != nil:
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		if err := enc.Encode(e.Schema); err != nil {
+			return nil, fmt.Errorf("schema: %v", err)
+		}
+		return b.Bytes(), nil
+	case e.SchemaFile != "":
+		path := e.SchemaFile
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		return os.ReadFile(path)
+	}
+	return nil, nil
+}

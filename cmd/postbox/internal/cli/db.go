@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/driver/databasesql"
+	"github.com/postbox-go/postbox/driver/pgxv5"
+	"github.com/postbox-go/postbox/partition"
+)
+
+// database is a Postbox client on one database, whatever its driver's transaction type.
+type database interface {
+	Dialect() string
+	Ping(ctx context.Context) error
+	Close()
+
+	Migrate(ctx context.Context) ([]int, error)
+	MigrationStatus(ctx context.Context) ([]driver.MigrationState, error)
+	Migrations() []driver.Migration
+
+	// Send enqueues m in a transaction of its own and returns its ID.
+	Send(ctx context.Context, m postbox.Message) (string, error)
+	Stats(ctx context.Context) (postbox.Stats, error)
+	ListDead(ctx context.Context, f postbox.DeadFilter) ([]postbox.Record, error)
+	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
+	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
+
+	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (relayRunner, error)
+	NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error)
+	InboxCleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error)
+	NewMaintainer(cfg *partition.Config) (*partition.Maintainer, error)
+}
+
+// cleaner is a postbox.Cleaner of any transaction type.
+type cleaner interface {
+	RunOnce(ctx context.Context) (postbox.CleanupResult, error)
+}
+
+// relayRunner is a postbox.Relay of any transaction type.
+type relayRunner interface {
+	Run(ctx context.Context) error
+	Stats() postbox.RelayStats
+	Wake()
+}
+
+// clientDB implements database over a Client of one transaction type.
+type clientDB[TTx any] struct {
+	*postbox.Client[TTx]
+	dialect string
+	ping    func(ctx context.Context) error
+	close   func()
+}
+
+func (d *clientDB[TTx]) Dialect() string                { return d.dialect }
+func (d *clientDB[TTx]) Ping(ctx context.Context) error { return d.ping(ctx) }
+func (d *clientDB[TTx]) Close()                         { d.close() }
+
+func (d *clientDB[TTx]) Send(ctx context.Context, m postbox.Message) (string, error) {
+	if m.ID == "" {
+		m.ID = postbox.NewID()
+	}
+	err := d.InTx(ctx, func(ctx context.Context, tx TTx) error { return d.Enqueue(ctx, tx, m) })
+	return m.ID, err
+}
+
+func (d *clientDB[TTx]) NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (relayRunner, error) {
+	return postbox.NewRelay(d.Client, pub, cfg)
+}
+
+func (d *clientDB[TTx]) NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error) {
+	return postbox.NewCleaner(d.Client, cfg)
+}
+
+func (d *clientDB[TTx]) NewMaintainer(cfg *partition.Config) (*partition.Maintainer, error) {
+	return partition.New(d.Client, cfg)
+}
+
+// dbOptions are the flags naming a database and its tables.
+type dbOptions struct {
+	url, schema, table, inboxTable string
+	partitioned                    bool // only migrate has the flag: it shapes tables yet to be created
+}
+
+func addDBFlags(f *flagSet, o *dbOptions) {
+	f.URL(&o.url, "db", "", "database URL: "+dbURLForms+" (required)")
+	f.String(&o.schema, "schema", "", "", "NAME", "PostgreSQL schema or MySQL database holding the tables (default: the search path, or the URL's database)")
+	f.String(&o.table, "table", "", postbox.DefaultTable, "NAME", "outbox table")
+	f.String(&o.inboxTable, "inbox-table", "", postbox.DefaultInboxTable, "NAME", "inbox table")
+}
+
+func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
+	return &postbox.Config{Schema: o.schema, Table: o.table, InboxTable: o.inboxTable, Logger: rt.log, Registry: reg,
+		Partitioned: o.partitioned}
+}
+
+// open returns a client on the database; it does no I/O, so a wrong address shows on first use.
+func (o dbOptions) open(ctx context.Context, rt *runtime, reg *postbox.Registry) (database, error) {
+	if o.url == "" {
+		return nil, usageErrorf("--db is required: a database URL such as %s (or set POSTBOX_DB)", dbURLForms)
+	}
+	return openDatabase(ctx, o.url, o.config(rt, reg))
+}
+
+// dbURLForms are the database URLs the CLI takes, for help and errors.
+const dbURLForms = "postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db"
+
+// openDatabase makes a client for a database URL: postgres:// or postgresql:// through pgx, mysql:// (or
+// mariadb://) through go-sql-driver/mysql, sqlite: through modernc.org/sqlite.
+func openDatabase(ctx context.Context, raw string, cfg *postbox.Config) (database, error) {
+	switch dbScheme(raw) {
+	case "postgres":
+		pc, err := pgxpool.ParseConfig(raw)
+		if err != nil {
+			return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", RedactURL(raw), err)
+		}
+		c, err := postbox.NewClient(pgxv5.New(pool), cfg)
+		if err != nil {
+			pool.Close()
+			return nil, usageErrorf("%v", err)
+		}
+		return &clientDB[pgx.Tx]{Client: c, dialect: "postgres", ping: pool.Ping, close: pool.Close}, nil
+	case "sqlite":
+		dsn, err := sqliteDSN(raw)
+		if err != nil {
+			return nil, err
+		}
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", raw, err)
+		}
+		c, err := postbox.NewClient(databasesql.New(db, databasesql.SQLite), cfg)
+		if err != nil {
+			db.Close()
+			return nil, usageErrorf("%v", err)
+		}
+		return &clientDB[*sql.Tx]{Client: c, dialect: "sqlite", ping: db.PingContext, close: func() { db.Close() }}, nil
+	case "mysql":
+		db, err := mysqlDB(raw)
+		if err != nil {
+			return nil, err
+		}
+		c, err := postbox.NewClient(databasesql.New(db, databasesql.MySQL), cfg)
+		if err != nil {
+			db.Close()
+			return nil, usageErrorf("%v", err)
+		}
+		return &clientDB[*sql.Tx]{Client: c, dialect: "mysql", ping: db.PingContext, close: func() { db.Close() }}, nil
+	default:
+		if strings.Contains(raw, "@tcp(") || strings.Contains(raw, "@unix(") {
+			return nil, usageErrorf("--db %s: this is a go-sql-driver DSN; write it as a URL, mysql://user:pass@host:3306/database", RedactURL(raw))
+		}
+		return nil, usageErrorf("--db %s: unknown database; use %s", RedactURL(raw), dbURLForms)
+	}
+}
+
+// dbScheme returns the kind of database a URL names: postgres, mysql, sqlite, or its scheme as written.
+func dbScheme(raw string) string {
+	scheme, _, _ := strings.Cut(raw, ":")
+	switch s := strings.ToLower(scheme); s {
+	case "postgres", "postgresql":
+		return "postgres"
+	case "mysql", "mariadb":
+		return "mysql"
+	case "sqlite", "sqlite3", "file":
+		return "sqlite"
+	default:
+		return s
+	}
+}
+
+// sqliteDSN turns sqlite:PATH (or sqlite://PATH, sqlite:///ABSOLUTE) into a modernc.org/sqlite DSN with the
+// settings Postbox needs: WAL so that readers do not block the writer, a busy timeout so that writers wait
+// instead of failing, and immediate transactions so that a transaction that reads first cannot fail to write.
+// Query parameters in the URL are passed on.
+func sqliteDSN(raw string) (string, error) {
+	_, rest, _ := strings.Cut(raw, ":")
+	rest = strings.TrimPrefix(rest, "//")
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return "", usageErrorf("--db %s: no file; write sqlite:path/to/file.db", raw)
+	}
+	extra, err := url.ParseQuery(query)
+	if err != nil {
+		return "", usageErrorf("--db %s: %v", raw, err)
+	}
+	q := url.Values{"_pragma": {"journal_mode(WAL)", "busy_timeout(10000)"}, "_txlock": {"immediate"}}
+	for k, vs := range extra {
+		if k == "_txlock" {
+			q[k] = nil // ours must win: Postbox's claims rely on immediate transactions
+			if len(vs) > 0 && vs[0] != "immediate" {
+				return "", usageErrorf("--db %s: _txlock must be immediate for Postbox", raw)
+			}
+		}
+		q[k] = append(q[k], vs...)
+	}
+	return "file:" + path + "?" + q.Encode(), nil
+}

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/postbox-go/postbox"
+)
+
+var deadCommand = &command{
+	name:     "dead",
+	synopsis: "list|retry|purge --db URL [--topic T] [--id ID]... [--all] [flags]",
+	summary:  "list, retry or purge messages parked as dead",
+	help: `
+A message is parked as dead after its last allowed publish attempt, on a permanent error, or when it breaks the
+event registry. 'dead list' shows dead messages with their attempts and last error (all of them when no filter is
+given). 'dead retry' makes the selected messages pending again, at once, with their attempts reset. 'dead purge'
+deletes them. retry and purge need a filter: --topic, --id (repeatable) or --all, so that nothing is changed by
+accident.`,
+	examples: []string{
+		"postbox dead list --db postgres://localhost/app --topic orders",
+		"postbox dead retry --db postgres://localhost/app --id 0190f6e4-3b7a-7c3d-8e4f-123456789abc",
+		"postbox dead purge --db sqlite:app.db --all",
+		"postbox dead list --db sqlite:app.db --json --limit 10",
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o dbOptions
+		var topic string
+		var ids []string
+		var all, asJSON bool
+		var limit int
+		addDBFlags(f, &o)
+		f.String(&topic, "topic", "t", "", "TOPIC", "only dead messages of this topic")
+		f.List(&ids, "id", "", "UUID", "only this dead message")
+		f.Bool(&all, "all", "", "every dead message")
+		f.Int(&limit, "limit", 0, "list at most this many (0: no limit)")
+		f.Bool(&asJSON, "json", "", "print JSON")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("say what to do: dead list, dead retry or dead purge")
+			}
+			action := args[0]
+			if action != "list" && action != "retry" && action != "purge" {
+				return usageErrorf("unknown dead action %q: use list, retry or purge", action)
+			}
+			filter := postbox.DeadFilter{Topic: topic, IDs: ids, All: all, Limit: limit}
+			if filter.Empty() {
+				if action != "list" {
+					return usageErrorf("dead %s needs a filter: --topic T, --id ID or --all", action)
+				}
+				filter.All = true
+			}
+			db, err := o.open(ctx, rt, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			switch action {
+			case "list":
+				recs, err := db.ListDead(ctx, filter)
+				if err != nil {
+					return invalidAsUsage(err)
+				}
+				if asJSON {
+					out := make([]deadJSON, len(recs))
+					for i, r := range recs {
+						out[i] = toDeadJSON(r)
+					}
+					return writeJSON(rt.stdout, out)
+				}
+				if len(recs) == 0 {
+					fmt.Fprintln(rt.stdout, "no dead messages")
+					return nil
+				}
+				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTOPIC\tTYPE\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
+				for _, r := range recs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Topic, r.Type, r.Key, r.Attempts,
+						r.CreatedAt.UTC().Format(time.RFC3339), oneLine(r.LastError, 240))
+				}
+				return tw.Flush()
+			case "retry":
+				n, err := db.RetryDead(ctx, filter)
+				if err != nil {
+					return invalidAsUsage(err)
+				}
+				return report(rt, asJSON, "retried", n)
+			default:
+				n, err := db.PurgeDead(ctx, filter)
+				if err != nil {
+					return invalidAsUsage(err)
+				}
+				return report(rt, asJSON, "purged", n)
+			}
+		}
+	},
+}
+
+func report(rt *runtime, asJSON bool, verb string, n int64) error {
+	if asJSON {
+		return writeJSON(rt.stdout, map[string]int64{verb: n})
+	}
+	fmt.Fprintf(rt.stdout, "%s %d dead message(s)\n", verb, n)
+	return nil
+}
+
+// invalidAsUsage turns a refused filter (a malformed ID) into a usage error.
+func invalidAsUsage(err error) error {
+	if errors.Is(err, postbox.ErrInvalidConfig) || isInvalid(err) {
+		return usageErrorf("%v", err)
+	}
+	return err
+}
+
+func isInvalid(err error) bool { return errors.Is(err, postbox.ErrInvalidMessage) }
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
+}
+
+type deadJSON struct {
+	ID            string            `json:"id"`
+	Topic         string            `json:"topic"`
+	Type          string            `json:"type"`
+	Key           string            `json:"key,omitempty"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"last_error"`
+	CreatedAt     time.Time         `json:"created_at"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64 []byte            `json:"payload_base64,omitempty"`
+}
+
+func toDeadJSON(r postbox.Record) deadJSON {
+	d := deadJSON{ID: r.ID, Topic: r.Topic, Type: r.Type, Key: r.Key, Attempts: r.Attempts, LastError: r.LastError,
+		CreatedAt: r.CreatedAt.UTC(), Headers: r.Headers}
+	d.Payload, d.PayloadBase64 = jsonOrBytes(r.Payload)
+	return d
+}
+
+// jsonOrBytes returns a payload as raw JSON when it is JSON, else as bytes to be base64-encoded.
+func jsonOrBytes(p []byte) (json.RawMessage, []byte) {
+	if len(p) > 0 && utf8.Valid(p) && json.Valid(p) {
+		return json.RawMessage(p), nil
+	}
+	return nil, p
+}
+
+// Version is the postbox version, set at build time with -ldflags "-X .../cli.Version=v1.2.3". When empty, the
+// module version from the build information is used.
+var Version = ""
+
+var versionCommand = &command{
+	name:     "version",
+	synopsis: "[--json]",
+	summary:  "print the version",
+	help:     "Prints the postbox version, the commit it was built from when known, and the Go version.",
+	examples: []string{"postbox version", "postbox version --json"},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var asJSON bool
+		f.Bool(&asJSON, "json", "", "print JSON")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			v := versionInfo()
+			if asJSON {
+				return writeJSON(rt.stdout, v)
+			}
+			fmt.Fprintf(rt.stdout, "postbox %s", v.Version)
+			if v.Commit != "" {
+				fmt.Fprintf(rt.stdout, " (%s)", v.Commit)
+			}
+			fmt.Fprintf(rt.stdout, " %s\n", v.Go)
+			return nil
+		}
+	},
+}
+
+type version struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
+	Go      string `json:"go"`
+}
+
+func versionInfo() version {
+	v := version{Version: Version}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v.Go = info.GoVersion
+	if v.Version == "" {
+		v.Version = info.Main.Version
+	}
+	if v.Version == "" || v.Version == "(devel)" {
+		v.Version = "devel"
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v.Commit = s.Value
+		}
+	}
+	return v
+}

@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker"
+	natsbroker "github.com/postbox-go/postbox/broker/nats"
+	"github.com/postbox-go/postbox/broker/nats/embedded"
+	"github.com/postbox-go/postbox/driver/databasesql"
+)
+
+var demoCommand = &command{
+	name:     "demo",
+	synopsis: "[--json] [--orders N] [--duplicates PERCENT]",
+	summary:  "see the outbox and inbox at work, with no set-up",
+	help: `
+Runs a whole pipeline in one process, with an embedded SQLite database and an embedded NATS JetStream server in a
+temporary directory: an order service commits orders together with their order.created events, the relay
+publishes the events to JetStream, and a shipping service consumes them, deduplicating every delivery through an
+inbox (postbox.Process) in the same transaction as its own write. A share of the acks is "lost" on purpose, so JetStream delivers
+those messages again and the inbox skips them.
+
+It prints a live progress line on a terminal, then a summary: orders committed, events published and
+delivered, duplicate deliveries skipped, events lost (always 0), throughput and enqueue-to-processed latency.
+With --json the summary is one JSON object. It exits 1 if any event was lost or processed twice.`,
+	examples: []string{
+		"postbox demo",
+		"postbox demo --orders 20000 --duplicates 25",
+		"postbox demo --json | jq .lost",
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o demoOptions
+		f.Bool(&o.json, "json", "", "print the summary as one JSON object")
+		f.Int(&o.orders, "orders", 3000, "orders to commit")
+		f.Int(&o.producers, "producers", 4, "concurrent order-service workers")
+		f.Int(&o.rate, "rate", 1500, "orders per second in all, so that latency is measured below saturation; 0 for as fast as possible")
+		f.Int(&o.duplicates, "duplicates", 10, "percent of messages whose ack is lost, so that the broker delivers them again")
+		f.Duration(&o.timeout, "timeout", time.Minute, "give up when the pipeline has not drained by then")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q", args[0])
+			}
+			if o.orders <= 0 || o.producers <= 0 || o.rate < 0 || o.duplicates < 0 || o.duplicates > 100 {
+				return usageErrorf("--orders and --producers must be positive, --rate not negative and --duplicates between 0 and 100")
+			}
+			return runDemo(ctx, rt, o)
+		}
+	},
+}
+
+type demoOptions struct {
+	json                          bool
+	orders, producers, duplicates int
+	rate                          int // orders per second; 0 is unpaced
+	timeout                       time.Duration
+}
+
+// demoSummary is what the demo reports; --json prints it as is.
+type demoSummary struct {
+	Committed         int64   `json:"committed"`
+	Published         int64   `json:"published"`
+	Delivered         int64   `json:"delivered"`
+	Deliveries        int64   `json:"deliveries"`
+	DuplicatesSkipped int64   `json:"duplicates_skipped"`
+	Lost              int64   `json:"lost"`
+	ProcessedTwice    int64   `json:"processed_twice"`
+	Broker            string  `json:"broker"`
+	Database          string  `json:"database"`
+	Seconds           float64 `json:"seconds"`
+	PerSecond         float64 `json:"throughput_per_second"`
+	LatencyP50Ms      float64 `json:"latency_p50_ms"`
+	LatencyP99Ms      float64 `json:"latency_p99_ms"`
+}
+
+// orderCreated is the demo's event payload, checked by the client's registry at enqueue.
+type orderCreated struct {
+	OrderID  string `json:"order_id"`
+	Customer string `json:"customer"`
+	Total    int    `json:"total_cents"`
+}
+
+func (o *orderCreated) Validate() error {
+	if o.Total <= 0 {
+		return errors.New("total_cents must be positive")
+	}
+	return nil
+}
+
+func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "postbox-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// synchronous(NORMAL): a throwaway database needs no fsync per commit.
+	dsn, err := sqliteDSN("sqlite:" + filepath.Join(dir, "shop.db") + "?_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// One connection: SQLite has one writer anyway, and writers queued in the pool take turns at once, where
+	// writers contending for the file lock back off in SQLite's busy handler for up to 100ms at a time.
+	db.SetMaxOpenConns(1)
+	reg, err := postbox.NewRegistry(postbox.EventType{Type: "order.created", Topic: "orders", KeyRequired: true,
+		Payload: postbox.JSON[orderCreated]()})
+	if err != nil {
+		return err
+	}
+	client, err := postbox.NewClient(databasesql.New(db, databasesql.SQLite), &postbox.Config{Registry: reg, Logger: rt.log})
+	if err != nil {
+		return err
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		return err
+	}
+	for _, ddl := range []string{
+		"CREATE TABLE orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, total_cents INTEGER NOT NULL)",
+		// No key on order_id: a second effect for one order must show up as a row, not as an error.
+		"CREATE TABLE shipments (order_id TEXT NOT NULL, created_at INTEGER NOT NULL)",
+	} {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			return err
+		}
+	}
+
+	natsURL, stopNATS, err := embedded.Run(ctx, filepath.Join(dir, "nats"))
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(30*time.Second))
+	if err != nil {
+		return err
+	}
+	if _, err := natsbroker.EnsureStream(ctx, js, jetstream.StreamConfig{Name: "SHOP", Subjects: []string{"orders"}}); err != nil {
+		return err
+	}
+	cons, err := natsbroker.EnsureConsumer(ctx, js, "SHOP", jetstream.ConsumerConfig{Durable: "shipping", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		return err
+	}
+	pub, err := natsbroker.NewPublisher(js, nil)
+	if err != nil {
+		return err
+	}
+	sub, err := natsbroker.NewSubscriber(cons, &natsbroker.SubscriberConfig{Concurrency: 4, Logger: rt.log})
+	if err != nil {
+		return err
+	}
+
+	relay, err := postbox.NewRelay(client, pub, &postbox.RelayConfig{BatchSize: 250, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	defer stopRelay()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(relayCtx) }()
+
+	var stats demoCounters
+	consumerCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
+	consumerDone := make(chan error, 1)
+	shipping, err := postbox.NewConsumer(client, "shipping", nil)
+	if err != nil {
+		return err
+	}
+	go func() { consumerDone <- sub.Receive(consumerCtx, shippingHandler(shipping, o.duplicates, &stats, rt)) }()
+
+	start := time.Now()
+	produceErr := make(chan error, 1)
+	go func() { produceErr <- produce(ctx, client, relay, o, &stats) }()
+
+	progress := time.NewTicker(100 * time.Millisecond)
+	defer progress.Stop()
+	var runErr error
+	produced := false
+wait:
+	for {
+		select {
+		case err := <-produceErr:
+			produced = true
+			if err != nil {
+				runErr = fmt.Errorf("order service: %w", err)
+				break wait
+			}
+		case err := <-consumerDone:
+			runErr = fmt.Errorf("shipping service stopped: %v", err)
+			consumerDone = nil
+			break wait
+		case <-progress.C:
+			if rt.tty && !o.json {
+				fmt.Fprintf(rt.stderr, "\rcommitted %6d   published %6d   delivered %6d   duplicates skipped %5d ",
+					stats.committed.Load(), relay.Stats().Published, stats.delivered.Load(), stats.skipped.Load())
+			}
+		case <-ctx.Done():
+			runErr = errors.New("interrupted")
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				runErr = fmt.Errorf("the pipeline did not drain within --timeout %v", o.timeout)
+			}
+			break wait
+		}
+		// Done when every committed order was processed and every injected redelivery came back and was skipped.
+		if produced && stats.delivered.Load() >= stats.committed.Load() && stats.skipped.Load() >= stats.injected.Load() {
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	stopRelay()
+	if err := <-relayDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	stopConsumer()
+	if consumerDone != nil {
+		if err := <-consumerDone; err != nil && runErr == nil {
+			runErr = fmt.Errorf("shipping service: %w", err)
+		}
+	}
+	if rt.tty && !o.json {
+		fmt.Fprint(rt.stderr, "\r\033[K")
+	}
+	if runErr != nil {
+		return runErr
+	}
+
+	s := demoSummary{Committed: stats.committed.Load(), Published: relay.Stats().Published,
+		Delivered: stats.delivered.Load(), Deliveries: stats.deliveries.Load(), DuplicatesSkipped: stats.skipped.Load(),
+		Broker: "NATS JetStream (embedded)", Database: "SQLite (embedded)", Seconds: elapsed.Seconds()}
+	// Lost and processed-twice come from the database, not from counters: an order without a shipment was lost.
+	if err := db.QueryRowContext(context.WithoutCancel(ctx), "SELECT (SELECT count(*) FROM orders o WHERE NOT EXISTS"+
+		" (SELECT 1 FROM shipments s WHERE s.order_id = o.id)), (SELECT count(*) - count(DISTINCT order_id) FROM shipments)").
+		Scan(&s.Lost, &s.ProcessedTwice); err != nil {
+		return err
+	}
+	s.PerSecond = float64(s.Delivered) / elapsed.Seconds()
+	s.LatencyP50Ms, s.LatencyP99Ms = stats.percentile(0.50), stats.percentile(0.99)
+	if o.json {
+		if err := writeJSON(rt.stdout, s); err != nil {
+			return err
+		}
+	} else {
+		printDemoSummary(rt, s)
+	}
+	if s.Lost != 0 || s.ProcessedTwice != 0 {
+		return fmt.Errorf("%d events lost and %d processed twice", s.Lost, s.ProcessedTwice)
+	}
+	return nil
+}
+
+func printDemoSummary(rt *runtime, s demoSummary) {
+	w := rt.stdout
+	fmt.Fprintf(w, "Postbox demo: %s, broker: %s\n\n", s.Database, s.Broker)
+	fmt.Fprintf(w, "  orders committed with their event   %7d\n", s.Committed)
+	fmt.Fprintf(w, "  events published by the relay      %7d\n", s.Published)
+	fmt.Fprintf(w, "  deliveries, duplicates included     %7d\n", s.Deliveries)
+	fmt.Fprintf(w, "  duplicates skipped by the inbox     %7d\n", s.DuplicatesSkipped)
+	fmt.Fprintf(w, "  events processed exactly once       %7d\n", s.Delivered)
+	fmt.Fprintf(w, "  events lost                         %7d\n", s.Lost)
+	fmt.Fprintf(w, "  events processed twice              %7d\n\n", s.ProcessedTwice)
+	fmt.Fprintf(w, "  %.0f events/s over %.2fs; enqueue to processed p50 %.1f ms, p99 %.1f ms\n",
+		s.PerSecond, s.Seconds, s.LatencyP50Ms, s.LatencyP99Ms)
+}
+
+type demoCounters struct {
+	committed, delivered, deliveries, skipped, injected atomic.Int64
+	mu                                                  sync.Mutex
+	latencies                                           []time.Duration
+}
+
+func (c *demoCounters) percentile(p float64) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.latencies) == 0 {
+		return 0
+	}
+	slices.Sort(c.latencies)
+	i := min(len(c.latencies)-1, int(p*float64(len(c.latencies))))
+	return float64(c.latencies[i].Microseconds()) / 1000
+}
+
+// produce is the order service: each order and its event commit in one transaction.
+func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbox.Relay[*sql.Tx], o demoOptions, c *demoCounters) error {
+	var next atomic.Int64
+	errs := make(chan error, o.producers)
+	start := time.Now()
+	for range o.producers {
+		go func() {
+			for ctx.Err() == nil {
+				i := next.Add(1)
+				if i > int64(o.orders) {
+					errs <- nil
+					return
+				}
+				if o.rate > 0 && !waitUntil(ctx, start.Add(time.Duration(i)*time.Second/time.Duration(o.rate))) {
+					break
+				}
+				order := orderCreated{OrderID: postbox.NewID(), Customer: fmt.Sprintf("customer-%d", i%97), Total: 100 + int(i%5000)}
+				payload, _ := json.Marshal(order)
+				err := client.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, customer, total_cents) VALUES (?, ?, ?)",
+						order.OrderID, order.Customer, order.Total); err != nil {
+						return err
+					}
+					return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: order.Customer,
+						Type: "order.created", Payload: payload})
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				c.committed.Add(1)
+				relay.Wake()
+			}
+			errs <- ctx.Err()
+		}()
+	}
+	var first error
+	for range o.producers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// waitUntil waits for t and reports whether ctx is still live.
+func waitUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// shippingHandler is the shipping service: postbox's Process runs each delivery in a transaction that first
+// claims the message in the inbox, so a redelivered message is a Duplicate and its handler does not run again.
+// For duplicatePercent of the messages it commits and then nacks instead of acking, as if the ack were lost, so
+// the broker delivers them again.
+func shippingHandler(shipping *postbox.Consumer[*sql.Tx], duplicatePercent int, c *demoCounters, rt *runtime) broker.DeliveryHandler {
+	ship := func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
+		var order orderCreated
+		if err := json.Unmarshal(m.Payload, &order); err != nil {
+			return nil, postbox.Permanent(err)
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id, created_at) VALUES (?, ?)", order.OrderID, time.Now().UnixMicro())
+		return nil, err
+	}
+	return func(ctx context.Context, d *broker.Delivery) {
+		c.deliveries.Add(1)
+		res, err := shipping.Process(ctx, d.Message, ship)
+		if err != nil {
+			if ctx.Err() == nil {
+				rt.log.Warn("shipping failed; the message will come again", "id", d.Message.ID, "err", err)
+			}
+			_ = d.Nack(ctx, 50*time.Millisecond)
+			return
+		}
+		if res.Outcome == postbox.Duplicate {
+			c.skipped.Add(1)
+			_ = d.Ack(ctx)
+			return
+		}
+		c.delivered.Add(1)
+		c.mu.Lock()
+		c.latencies = append(c.latencies, time.Since(d.Time))
+		c.mu.Unlock()
+		if rand.IntN(100) < duplicatePercent {
+			c.injected.Add(1)
+			_ = d.Nack(ctx, 0)
+			return
+		}
+		_ = d.Ack(ctx)
+	}
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPrecedence: a flag on the command line wins over the environment, which wins over the config file, which
+// wins over the default, for every kind of option.
+func TestPrecedence(t *testing.T) {
+	file := writeFile(t, "postbox.yaml", `
+db: postgres://file/db
+batch-size: 300
+poll-interval: 3s
+keep-published: true
+route:
+  - "a.*=stdout:"
+  - "b.*=stdout:"
+`)
+	type opts struct {
+		db, broker string
+		batch      int
+		poll       time.Duration
+		keep       bool
+		routes     []string
+	}
+	parse := func(environ func(string) string, args ...string) opts {
+		t.Helper()
+		var o opts
+		var c commonOptions
+		f := newFlagSet("test")
+		addCommon(f, &c)
+		f.URL(&o.db, "db", "", "")
+		f.URL(&o.broker, "broker", "b", "")
+		f.Int(&o.batch, "batch-size", 500, "")
+		f.Duration(&o.poll, "poll-interval", time.Second, "")
+		f.Bool(&o.keep, "keep-published", "", "")
+		f.List(&o.routes, "route", "r", "", "")
+		if _, err := f.parse(args, environ, func(path string) (map[string]any, error) {
+			fc, err := loadConfigFile(path)
+			if err != nil {
+				return nil, err
+			}
+			return fc.values, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+
+	def := parse(env())
+	if def.db != "" || def.batch != 500 || def.poll != time.Second || def.keep || def.routes != nil {
+		t.Errorf("defaults: %+v", def)
+	}
+	fromFile := parse(env(), "--config", file)
+	if fromFile.db != "postgres://file/db" || fromFile.batch != 300 || fromFile.poll != 3*time.Second || !fromFile.keep ||
+		!slices.Equal(fromFile.routes, []string{"a.*=stdout:", "b.*=stdout:"}) {
+		t.Errorf("from the file: %+v", fromFile)
+	}
+	environ := env("POSTBOX_CONFIG", file, "POSTBOX_DB", "postgres://env/db", "POSTBOX_BATCH_SIZE", "200",
+		"POSTBOX_KEEP_PUBLISHED", "false", "POSTBOX_ROUTE", "c.*=stdout: d.*=stdout:")
+	fromEnv := parse(environ)
+	if fromEnv.db != "postgres://env/db" || fromEnv.batch != 200 || fromEnv.poll != 3*time.Second || fromEnv.keep ||
+		!slices.Equal(fromEnv.routes, []string{"c.*=stdout:", "d.*=stdout:"}) {
+		t.Errorf("env over file: %+v", fromEnv)
+	}
+	fromFlags := parse(environ, "--db=postgres://flag/db", "-batch-size", "100", "--keep-published", "-r", "e=stdout:", "--route", "f=stdout:")
+	if fromFlags.db != "postgres://flag/db" || fromFlags.batch != 100 || fromFlags.poll != 3*time.Second || !fromFlags.keep ||
+		!slices.Equal(fromFlags.routes, []string{"e=stdout:", "f=stdout:"}) {
+		t.Errorf("flags over env: %+v", fromFlags)
+	}
+}
+
+// TestPrecedenceEndToEnd runs migrate up with the database named in the file, the environment and a flag, and
+// checks which database got the tables.
+func TestPrecedenceEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	db := func(name string) string { return "sqlite:" + filepath.Join(dir, name) }
+	file := writeFile(t, "postbox.yaml", "db: "+db("file.db")+"\n")
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}
+	if r := run(t, env("POSTBOX_CONFIG", file), "migrate", "up"); r.code != 0 || !exists("file.db") {
+		t.Fatalf("file: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, env("POSTBOX_CONFIG", file, "POSTBOX_DB", db("env.db")), "migrate", "up"); r.code != 0 || !exists("env.db") {
+		t.Fatalf("env: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, env("POSTBOX_CONFIG", file, "POSTBOX_DB", db("env.db")), "migrate", "up", "--db", db("flag.db")); r.code != 0 || !exists("flag.db") {
+		t.Fatalf("flag: exit %d, %s", r.code, r.stderr)
+	}
+	// The env run found env.db already migrated by nobody else: its first run applied the migration.
+	if r := run(t, nil, "migrate", "status", "--db", db("env.db")); r.code != 0 || strings.Contains(r.stdout, " no\n") {
+		t.Fatalf("env.db not migrated: %s %s", r.stdout, r.stderr)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	cases := []struct {
+		environ func(string) string
+		args    []string
+		want    string
+	}{
+		{nil, []string{}, "Usage:"},
+		{nil, []string{"launch"}, `unknown command "launch"`},
+		{nil, []string{"status", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{nil, []string{"status"}, "--db is required"},
+		{nil, []string{"migrate", "--db", "sqlite:x.db"}, "say what to do: migrate up, migrate status or migrate sql"},
+		{nil, []string{"migrate", "down", "--db", "sqlite:x.db"}, `unknown migrate action "down"`},
+		{nil, []string{"status", "--db", "oracle://scott:tiger1@db/orcl"}, "unknown database"},
+		{nil, []string{"send", "--db", "sqlite:x.db", "--type", "x"}, "--topic and --type are required"},
+		{nil, []string{"dead", "purge", "--db", "sqlite:x.db"}, "dead purge needs a filter: --topic T, --id ID or --all"},
+		{env("POSTBOX_POLL_INTERVAL", "soon"), []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:"}, "POSTBOX_POLL_INTERVAL"},
+		{nil, []string{"relay", "--db", "sqlite:x.db"}, "--broker is required"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "carrier-pigeon://coop"}, "unknown or unsupported broker; this build supports "},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--route", "orders"}, "write PATTERN=URL"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/in"}, "needs --webhook-secret"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?streem=X"}, `unknown parameter "streem"`},
+		{nil, []string{"status", "--db", "sqlite:x.db", "--log-level", "loud"}, "--log-level"},
+		{nil, []string{"status", "--db", "sqlite:x.db", "--table", "drop table"}, "not a valid identifier"},
+		{nil, []string{"demo", "--duplicates", "200"}, "--duplicates between 0 and 100"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?maxlen=lots"}, `maxlen="lots": write a whole number`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?maxlen=5&maxage=1h"}, "set maxlen or maxage, not both"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?stream_prefx=a"}, "unexpected option: stream_prefx; Redis URLs take stream_prefix"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/db7"}, `invalid database number: "db7"`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "amqp://guest:guest@127.0.0.1:5672/?exchnage=x"}, `unknown parameter "exchnage"; AMQP URLs take exchange`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "amqp://guest:guest@127.0.0.1:5672/?transient=maybe"}, `transient="maybe" is not true or false`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "amqp://guest:guest@127.0.0.1:5672/?heartbeat=-1"}, "heartbeat is not an uint16"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "mqtt://127.0.0.1:1883/orders"}, "with no path"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "mqtt://127.0.0.1:1883?qos=2"}, `unknown parameter "qos"; MQTT URLs take client_id`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "mqtt://127.0.0.1:1883?keepalive=0s"}, `keepalive="0s": write a positive duration`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "mqtt://127.0.0.1:1883?client_id=a%2Fb%00"}, "ClientID"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "kafka://127.0.0.1:9092?sasl=plain"}, "sasl=plain needs a user and password"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "kafka://u:p@127.0.0.1:9092?sasl=gssapi"}, `sasl="gssapi": use plain, scram-sha-256 or scram-sha-512`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "kafka://127.0.0.1:9092?acks=1"}, `unknown parameter "acks"; Kafka URLs take topic_prefix`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "kafka://127.0.0.1:9092?topic_prefix=bad/prefix"}, "TopicPrefix"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "kafka://127.0.0.1:9092,,h2"}, "an empty broker address"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "pubsub://"}, "write pubsub://PROJECT"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "pubsub://p?topic=x"}, `unknown parameter "topic"; Pub/Sub URLs take topic_prefix`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "pubsub://p?timeout=soon"}, `timeout="soon": write a positive duration`},
+		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--json"}, "--json prints the result of --once"},
+		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--retention", "0s"}, "--retention 0s: use a positive duration"},
+		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--batch", "0", "--once"}, "--batch 0: use a positive number"},
+		{env("POSTBOX_INTERVAL", "0s"), []string{"cleanup", "--db", "sqlite:x.db"}, "--interval 0s: use a positive duration"},
+		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--dead-retention", "-1h"}, "must not be negative"},
+		{nil, []string{"partitions", "--db", "sqlite:x.db", "--once"}, "SQLite has no table partitioning; keep its outbox small with postbox cleanup"},
+		{nil, []string{"partitions", "--db", "sqlite:x.db", "--period", "weekly"}, `--period "weekly": use hourly, daily or monthly`},
+		{nil, []string{"partitions", "--db", "sqlite:x.db", "--lookahead", "0"}, "--lookahead 0: use 1 or more"},
+		{nil, []string{"migrate", "up", "--db", "sqlite:x.db", "--partitioned"}, "--partitioned: SQLite has no table partitioning"},
+		// Malformed URLs are refused at start-up with what is wrong, never retried for ever.
+		{nil, []string{"status", "--db", "postgres://u:pw@[::1"}, `matching "]"`},
+		{nil, []string{"status", "--db", "postgres://u:pw@host:notaport/db"}, "invalid port"},
+		{nil, []string{"status", "--db", "postgres://%zz"}, "invalid percent-encoded"},
+		{nil, []string{"status", "--db", "postgres://db/app?sslmode=bogus"}, "sslmode is invalid"},
+		{nil, []string{"status", "--db", "sqlite:"}, "write sqlite:path/to/file.db"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://%zz"}, "is not host:port or a nats:// URL"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222,:4223"}, `server ":4223"`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?key_in_subject=maybe"}, "is not true or false"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?stream=X"}, "set stream and subjects together"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:x"}, "takes no address"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "http://", "--webhook-secret", "k3y-k3y"}, "has no host"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/{topc}", "--webhook-secret", "k3y-k3y"}, "the only placeholder"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/a b%zz", "--webhook-secret", "k3y-k3y"}, "invalid URL escape"},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		args := c.args
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "sqlite:x.db", "sqlite:"+filepath.Join(dir, "x.db"))
+		}
+		r := run(t, c.environ, args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("postbox %v: exit %d, stderr %q; want exit 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	typo := writeFile(t, "typo.yaml", "databse: sqlite:x.db\n")
+	if r := run(t, nil, "status", "--config", typo); r.code != ExitUsage || !strings.Contains(r.stderr, `unknown key "databse"`) {
+		t.Errorf("typo: exit %d, %s", r.code, r.stderr)
+	}
+	bad := writeFile(t, "bad.yaml", "db: [unclosed\n")
+	if r := run(t, nil, "status", "--config", bad); r.code != ExitUsage || !strings.Contains(r.stderr, "not valid YAML") {
+		t.Errorf("bad YAML: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, nil, "status", "--config", "/no/such/postbox.yaml"); r.code != ExitUsage || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("missing file: exit %d, %s", r.code, r.stderr)
+	}
+	schema := writeFile(t, "schema.yaml", "events:\n  - type: a\n    topic: t\n    schema: {type: object, oneOf: []}\n")
+	if r := run(t, nil, "send", "--config", schema, "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db"), "-t", "t", "--type", "a"); r.code != ExitUsage || !strings.Contains(r.stderr, `keyword "oneOf" is not supported`) {
+		t.Errorf("unsupported schema keyword: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	r := run(t, nil, "--help")
+	mustContain(t, "postbox --help", r.stdout, "Commands:", "relay", "demo", "Exit codes: 0 success, 1 run-time failure, 2 usage error")
+	if r.code != 0 {
+		t.Errorf("--help exit %d", r.code)
+	}
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+			r := run(t, nil, args...)
+			if r.code != 0 {
+				t.Errorf("%v: exit %d", args, r.code)
+			}
+			mustContain(t, strings.Join(args, " "), r.stdout, "Usage: postbox "+c.name, "Examples:", "[POSTBOX_CONFIG]", "Exit codes:")
+		}
+	}
+	mustContain(t, "relay --help", run(t, nil, "relay", "--help").stdout, "--db URL", "[POSTBOX_DB]", "-r, --route PATTERN=URL (repeatable)",
+		"[POSTBOX_BATCH_SIZE]", "(default 500)", "/readyz")
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzRedactURL: RedactURL never panics, and the password and secret query values of a URL never survive it,
+// in any escaping.
+func FuzzRedactURL(f *testing.F) {
+	f.Add("postgres", "app", "s3cret!pw", "db:5432", "/app", "token", "t0ken-value")
+	f.Add("nats", "", "", "nats:4222", "", "password", "p@ss/word")
+	f.Add("amqp", "guest", "gu@st:x", "rabbit", "/vhost", "name", "relay")
+	f.Add("redis", "", "hunter22", "cache:6379", "/0", "api_key", "%ZZ")
+	f.Fuzz(func(t *testing.T, scheme, user, pass, host, path, param, value string) {
+		u := url.URL{Scheme: scheme, Host: host, Path: path, RawQuery: url.Values{param: {value}}.Encode()}
+		if pass != "" {
+			u.User = url.UserPassword(user, pass)
+		} else if user != "" {
+			u.User = url.User(user)
+		}
+		raw := u.String()
+		got := RedactURL(raw) // must not panic, whatever raw is
+		_ = RedactURL(scheme + user + pass + host + path)
+		back, err := url.Parse(raw)
+		if err != nil || back.Scheme == "" || back.Host != host || back.String() != raw {
+			return // not a URL that reads back as built: its parts are not what this test thinks they are
+		}
+		hidden := []string{}
+		if pass != "" {
+			hidden = append(hidden, pass)
+		}
+		if isSensitive(param) && value != "" {
+			hidden = append(hidden, value)
+		}
+		for _, s := range hidden {
+			// A secret that is also part of the visible URL (the host, the user) cannot be told apart from it.
+			visible := strings.Count(raw, s) > 1 || strings.Contains(scheme+host+path+user+param, s)
+			if len(s) < minScrubLen || visible {
+				continue
+			}
+			for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s), url.UserPassword("", s).String()[1:]} {
+				if len(form) >= minScrubLen && strings.Contains(got, form) && !strings.Contains(redacted, form) {
+					t.Fatalf("RedactURL(%q) = %q still shows the secret %q", raw, got, form)
+				}
+			}
+		}
+		var s secrets
+		s.addURL(raw)
+		for _, sec := range hidden {
+			if len(sec) >= minScrubLen && !strings.Contains(redacted, sec) {
+				if out := s.scrub("error: " + sec + " refused"); strings.Contains(out, sec) {
+					t.Fatalf("scrub left secret %q of %q in %q", sec, raw, out)
+				}
+			}
+		}
+	})
+}
+
+// FuzzMatchTopic: route patterns match exactly as the documented glob, where * is any run of characters.
+func FuzzMatchTopic(f *testing.F) {
+	for _, s := range [][2]string{{"orders.*", "orders.created"}, {"*", ""}, {"a*b*c", "aXbYbc"}, {"**", "x"}, {"a.b", "a.b.c"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, topic string) {
+		if !utf8Safe(pattern) || !utf8Safe(topic) {
+			return // the regexp engine reads runes, matchTopic bytes; topics are valid UTF-8 (Enqueue checks)
+		}
+		parts := strings.Split(pattern, "*")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		want := regexp.MustCompile(`^(?s:` + strings.Join(parts, `.*`) + `)$`).MatchString(topic)
+		if got := matchTopic(pattern, topic); got != want {
+			t.Fatalf("matchTopic(%q, %q) = %v, want %v", pattern, topic, got, want)
+		}
+	})
+}
+
+func utf8Safe(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// FuzzConfigFile: any file given to the relay with --config is read without panicking; a file that is not
+// accepted is refused with a usage error (exit status 2 and a message), and an accepted one has only known keys,
+// and its events registry either builds or is refused with a usage error.
+func FuzzConfigFile(f *testing.F) {
+	f.Add("db: postgres://postbox@db/app\nbroker: nats://nats:4222\nbatch-size: 1000\n")
+	f.Add("events:\n  - type: order.created\n    topic: orders\n    key_required: true\n    schema: {type: object, required: [id], properties: {id: {type: string}}}\n")
+	f.Add("events:\n  - type: a\n    schema: {type: object, oneOf: []}\n")
+	f.Add("route:\n  - 'payments.*=stdout:'\nhttp: :9090\npoll-interval: soon\n")
+	f.Add("databse: x\n")
+	f.Add("batch-size: [1, 2]\nworkers: {a: 1}\n")
+	f.Add("events: [{type: x, schema: {type: array, items: {type: integer, minimum: 1}}, schema_file: y}]\n")
+	dir := f.TempDir()
+	path := filepath.Join(dir, "postbox.yaml")
+	known := knownKeys()
+	f.Fuzz(func(t *testing.T, content string) {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs := newFlagSet("relay")
+		addCommon(fs, &commonOptions{})
+		relayCommand.setup(fs)
+		var fc *fileConfig
+		_, err := fs.parse([]string{"--config", path}, func(string) string { return "" }, func(p string) (map[string]any, error) {
+			var err error
+			if fc, err = loadConfigFile(p); err != nil {
+				return nil, err
+			}
+			return fc.values, nil
+		})
+		if err != nil {
+			if !isUsage(err) || err.Error() == "" {
+				t.Fatalf("a bad config file gave %v, not a usage error", err)
+			}
+			return
+		}
+		for k := range fc.values {
+			if !slices.Contains(known, k) {
+				t.Fatalf("accepted unknown key %q", k)
+			}
+		}
+		if _, err := fc.registry(); err != nil && !isUsage(err) {
+			t.Fatalf("a bad events registry gave %v, not a usage error", err)
+		}
+	})
+}

@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+var migrateCommand = &command{
+	name:     "migrate",
+	synopsis: "up|status|sql --db URL [--partitioned] [flags]",
+	summary:  "create or upgrade the outbox and inbox tables, show their state, or print their SQL",
+	help: `
+'migrate up' applies the migrations not yet applied, under a lock, so running it from several processes at once
+is safe. 'migrate status' lists every migration and whether it is applied. 'migrate sql' prints the DDL for your
+own migration tool (golang-migrate, goose, atlas) without connecting; the --db URL only chooses the dialect.
+
+--partitioned creates the outbox partitioned by creation time (PostgreSQL and MySQL), for high volumes: 'postbox
+partitions' then creates partitions ahead and drops old ones. It shapes only a table migrate has yet to create;
+an existing table stays as it is.`,
+	examples: []string{
+		"postbox migrate up --db postgres://postbox@localhost/app",
+		"postbox migrate up --db mysql://postbox:secret@localhost:3306/app --partitioned",
+		"postbox migrate status --db sqlite:app.db",
+		"postbox migrate sql --db postgres://localhost/app --schema events > 0001_postbox.sql",
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o dbOptions
+		addDBFlags(f, &o)
+		f.Bool(&o.partitioned, "partitioned", "", "create the outbox partitioned by creation time (PostgreSQL, MySQL); see postbox partitions")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("say what to do: migrate up, migrate status or migrate sql")
+			}
+			if o.partitioned && dbScheme(o.url) == "sqlite" {
+				return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
+			}
+			db, err := o.open(ctx, rt, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			switch args[0] {
+			case "up":
+				applied, err := db.Migrate(ctx)
+				if err != nil {
+					return err
+				}
+				if len(applied) == 0 {
+					fmt.Fprintln(rt.stdout, "up to date: no migration to apply")
+					return nil
+				}
+				for _, v := range applied {
+					fmt.Fprintf(rt.stdout, "applied migration %04d\n", v)
+				}
+				return nil
+			case "status":
+				states, err := db.MigrationStatus(ctx)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
+				pending := 0
+				for _, s := range states {
+					applied := "no"
+					if s.Applied {
+						applied = s.AppliedAt.UTC().Format(time.RFC3339)
+					} else {
+						pending++
+					}
+					fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, s.Name, applied)
+				}
+				tw.Flush()
+				if pending > 0 {
+					fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run postbox migrate up\n", pending)
+				}
+				return nil
+			case "sql":
+				for _, m := range db.Migrations() {
+					fmt.Fprintf(rt.stdout, "-- postbox migration %04d: %s (%s)\n%s\n", m.Version, m.Name, db.Dialect(), strings.TrimSpace(m.SQL))
+				}
+				return nil
+			default:
+				return usageErrorf("unknown migrate action %q: use up, status or sql", args[0])
+			}
+		}
+	},
+}
+
+var sendCommand = &command{
+	name:     "send",
+	synopsis: "--db URL --topic T --type X [--key K] [--data JSON | --data @file | --data @-] [flags]",
+	summary:  "enqueue one message, for operators and scripts",
+	help: `
+Enqueues one message in a transaction of its own and prints its ID. When the config file has an events
+registry, the message must meet it: a known type, on its topic, with a key if required, and a valid payload.`,
+	examples: []string{
+		`postbox send --db sqlite:app.db --topic orders --type order.created --key o-42 --data '{"id":"o-42"}'`,
+		`postbox send --db postgres://localhost/app -t orders --type order.created -d @order.json -H source=backfill`,
+		`postbox send --db sqlite:app.db -t reminders --type reminder.due --delay 15m --data '{}'`,
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o dbOptions
+		var topic, typ, key, data, id string
+		var headers []string
+		var delay time.Duration
+		var asJSON bool
+		addDBFlags(f, &o)
+		f.String(&topic, "topic", "t", "", "TOPIC", "topic to publish on (required)")
+		f.String(&typ, "type", "", "", "TYPE", "event type, such as order.created (required)")
+		f.String(&key, "key", "k", "", "KEY", "key: the partition or ordering key, such as the aggregate ID")
+		f.String(&data, "data", "d", "", "JSON|@FILE", "payload, @path to read it from a file, or @- to read standard input")
+		f.List(&headers, "header", "H", "NAME=VALUE", "header to carry to the broker")
+		f.String(&id, "id", "", "", "UUID", "message ID (default: a new UUIDv7)")
+		f.Duration(&delay, "delay", 0, "publish no earlier than this long from now")
+		f.Bool(&asJSON, "json", "", "print the result as JSON")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q; the payload goes in --data", args[0])
+			}
+			if topic == "" || typ == "" {
+				return usageErrorf("--topic and --type are required")
+			}
+			payload, err := readData(data)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			m := postbox.Message{ID: id, Topic: topic, Type: typ, Key: key, Payload: payload}
+			for _, h := range headers {
+				name, value, ok := strings.Cut(h, "=")
+				if !ok {
+					return usageErrorf("--header %q: write NAME=VALUE", h)
+				}
+				if m.Headers == nil {
+					m.Headers = map[string]string{}
+				}
+				m.Headers[name] = value
+			}
+			if delay < 0 {
+				return usageErrorf("--delay %v is negative", delay)
+			}
+			if delay > 0 {
+				m.AvailableAt = time.Now().Add(delay)
+			}
+			reg, err := rt.file.registry()
+			if err != nil {
+				return err
+			}
+			db, err := o.open(ctx, rt, reg)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			sent, err := db.Send(ctx, m)
+			if err != nil {
+				if isInvalid(err) {
+					return usageErrorf("%v", err)
+				}
+				return err
+			}
+			if asJSON {
+				return writeJSON(rt.stdout, map[string]string{"id": sent})
+			}
+			fmt.Fprintln(rt.stdout, sent)
+			return nil
+		}
+	},
+}
+
+var statusCommand = &command{
+	name:     "status",
+	synopsis: "--db URL [--json]",
+	summary:  "show pending and dead messages, the oldest pending age, per topic",
+	help: `
+Counts pending and dead messages in total and per topic, and shows how long the oldest pending message has
+waited: a growing age means no relay is keeping up.`,
+	examples: []string{
+		"postbox status --db postgres://postbox@localhost/app",
+		"postbox status --db sqlite:app.db --json | jq .oldest_pending_age_seconds",
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o dbOptions
+		var asJSON bool
+		addDBFlags(f, &o)
+		f.Bool(&asJSON, "json", "", "print one JSON object")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q", args[0])
+			}
+			db, err := o.open(ctx, rt, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			s, err := db.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if asJSON {
+				return writeJSON(rt.stdout, statusJSON(s, now))
+			}
+			fmt.Fprintf(rt.stdout, "pending: %d\ndead:    %d\noldest pending: %s\n", s.Pending, s.Dead, age(s.OldestPending, now))
+			if len(s.Topics) == 0 {
+				return nil
+			}
+			tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\nTOPIC\tPENDING\tDEAD\tOLDEST PENDING")
+			for _, t := range s.Topics {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Dead, age(t.OldestPending, now))
+			}
+			return tw.Flush()
+		}
+	},
+}
+
+// age is how long ago t was, for people; "-" for the zero time.
+func age(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return now.Sub(t).Round(time.Millisecond).String()
+}
+
+func ageSeconds(t, now time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return now.Sub(t).Seconds()
+}
+
+type topicStatus struct {
+	Topic                   string  `json:"topic"`
+	Pending                 int64   `json:"pending"`
+	Dead                    int64   `json:"dead"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+}
+
+type status struct {
+	Pending                 int64         `json:"pending"`
+	Dead                    int64         `json:"dead"`
+	OldestPending           *time.Time    `json:"oldest_pending,omitempty"`
+	OldestPendingAgeSeconds float64       `json:"oldest_pending_age_seconds"`
+	Topics                  []topicStatus `json:"topics"`
+}
+
+func statusJSON(s postbox.Stats, now time.Time) status {
+	out := status{Pending: s.Pending, Dead: s.Dead, OldestPendingAgeSeconds: ageSeconds(s.OldestPending, now),
+		Topics: []topicStatus{}}
+	if !s.OldestPending.IsZero() {
+		t := s.OldestPending.UTC()
+		out.OldestPending = &t
+	}
+	for _, t := range s.Topics {
+		out.Topics = append(out.Topics, topicStatus{Topic: t.Topic, Pending: t.Pending, Dead: t.Dead,
+			OldestPendingAgeSeconds: ageSeconds(t.OldestPending, now)})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

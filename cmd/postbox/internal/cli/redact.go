@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"io"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// redacted replaces every secret the CLI prints.
+const redacted = "xxxxx"
+
+// sensitiveParams are query parameters whose values are secrets in the URLs of the databases and brokers Postbox
+// connects to.
+var sensitiveParams = []string{"password", "pass", "passwd", "pwd", "secret", "token", "access_token", "auth_token",
+	"api_key", "apikey", "sslpassword", "sasl_password", "client_secret", "credentials", "nkey", "jwt"}
+
+func isSensitive(param string) bool {
+	return slices.Contains(sensitiveParams, strings.ToLower(param))
+}
+
+// userinfoRE finds the password of a URL or DSN that net/url cannot parse: "scheme://user:PASSWORD@" or the
+// go-sql-driver form "user:PASSWORD@tcp(host)/db".
+var userinfoRE = regexp.MustCompile(`^((?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@\s]*:)([^@\s]*)(@)`)
+
+// parseURL parses raw as a URL with an authority, or reports false for DSNs that net/url would misread, such as
+// "user:pass@tcp(host)/db", whose "user" it would take for a scheme.
+func parseURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme == "" && u.Host == "") || strings.Contains(u.Opaque, "@") {
+		return nil, false
+	}
+	return u, true
+}
+
+// RedactURL returns raw with its password and secret query parameters replaced by xxxxx, for logs, status and
+// errors. A string that is not a URL comes back with anything that looks like a password redacted.
+func RedactURL(raw string) string {
+	u, ok := parseURL(raw)
+	if !ok {
+		return userinfoRE.ReplaceAllString(raw, "${1}"+redacted+"${3}")
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			if isSensitive(k) {
+				q[k] = []string{redacted}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	// url.URL.String escapes the placeholder's characters nowhere, so the result reads plainly.
+	return u.String()
+}
+
+// urlSecrets returns the secrets in raw: its password and its sensitive query values, raw and escaped, so that
+// an error message quoting them in either form is scrubbed.
+func urlSecrets(raw string) []string {
+	var out []string
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		out = append(out, s, url.QueryEscape(s), url.PathEscape(s))
+	}
+	u, ok := parseURL(raw)
+	if !ok {
+		if m := userinfoRE.FindStringSubmatch(raw); m != nil {
+			add(m[2])
+		}
+		return out
+	}
+	if p, ok := u.User.Password(); ok {
+		add(p)
+	}
+	for k, vs := range u.Query() {
+		if isSensitive(k) {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	return out
+}
+
+// minScrubLen is the shortest secret scrubbed from free text. Shorter secrets would turn ordinary words into
+// xxxxx; URLs are still redacted structurally whatever their password's length.
+const minScrubLen = 4
+
+// secrets collects the secrets of every URL a command was given and scrubs them from text written to stderr,
+// where logs and errors go, so that a driver's error quoting a connection string cannot leak a password.
+type secrets struct {
+	mu   sync.RWMutex
+	list []string
+}
+
+func (s *secrets) addURL(raw string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range urlSecrets(raw) {
+		if len(v) >= minScrubLen && !slices.Contains(s.list, v) {
+			s.list = append(s.list, v)
+		}
+	}
+	// Longest first, so that a secret containing another is replaced whole.
+	slices.SortFunc(s.list, func(a, b string) int { return len(b) - len(a) })
+}
+
+// add records a secret value, such as a signing key.
+func (s *secrets) add(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(v) >= minScrubLen && !slices.Contains(s.list, v) {
+		s.list = append(s.list, v)
+		slices.SortFunc(s.list, func(a, b string) int { return len(b) - len(a) })
+	}
+}
+
+// scrub replaces every known secret in text.
+func (s *secrets) scrub(text string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, v := range s.list {
+		text = strings.ReplaceAll(text, v, redacted)
+	}
+	return text
+}
+
+// scrubWriter writes through s.scrub. Each Write is scrubbed on its own; the CLI's logger and error printer write
+// whole lines.
+type scrubWriter struct {
+	w io.Writer
+	s *secrets
+}
+
+func (w scrubWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(w.w, w.s.scrub(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

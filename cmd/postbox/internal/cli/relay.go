@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+var relayCommand = &command{
+	name:     "relay",
+	synopsis: "--db URL --broker URL [--route PATTERN=URL]... [--http ADDR] [flags]",
+	summary:  "publish committed messages to brokers until stopped (the daemon)",
+	help: `
+Runs the relay: claims batches of committed messages, publishes them and settles them, until SIGINT or SIGTERM.
+On a signal it stops claiming, lets the in-flight batches publish and settle, and exits 0. Run as many replicas as
+you like on one database: claims skip rows another relay holds.
+
+Each message goes to the broker of the first --route whose pattern matches its topic ('*' matches any run of
+characters, dots included), or to --broker when none matches. Broker URLs:
+
+  nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true]
+      NATS JetStream; the message ID is the Nats-Msg-Id, so JetStream drops republished duplicates. With stream
+      and subjects the relay creates or updates that stream at start-up; otherwise the streams must exist.
+  kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
+      Kafka, with franz-go's idempotent producer: a record on topic P + topic, keyed by the message key, with
+      the message ID in the ce_id header. A user and password log in with SASL (sasl=plain by default,
+      scram-sha-256 or scram-sha-512). The topics must exist unless the cluster creates them.
+  amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true]
+      RabbitMQ: published to topic exchange X (default amq.topic) with the topic as routing key, the message ID
+      as message-id, persistent unless transient=true, with publisher confirms and the mandatory flag: a message
+      no queue is bound for fails and is retried. amqp091-go's parameters (heartbeat, connection_timeout,
+      certfile, keyfile, cacertfile, server_name_indication, auth_mechanism) are accepted too.
+  mqtt[s]://[user:pass@]host:1883[?client_id=ID&allow_no_subscribers=true&session_expiry=D&keepalive=D&connect_timeout=D]
+      MQTT 5 at QoS 1 to the topic named by the message's topic; published on the PUBACK. A message no
+      subscription matches is dropped by the server, so it fails and is retried unless allow_no_subscribers=true.
+  pubsub://PROJECT[?topic_prefix=P&timeout=D&credentials_file=PATH]
+      Google Cloud Pub/Sub: topic P + topic of PROJECT, the key as ordering key. Credentials are the
+      Application Default Credentials or credentials_file; with PUBSUB_EMULATOR_HOST=host:port set, the
+      emulator is used instead. The topics must exist. /readyz does not check Pub/Sub, since every call that
+      would needs more than the publisher's permission.
+  redis://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N&maxage=D&require_stream=true]
+      Redis Streams: each message is added (XADD) to stream P + topic. maxlen (entries) or maxage (such as
+      72h) trims each stream as it grows; an entry trimmed before a consumer group read it is lost to that
+      group. require_stream=true fails messages whose stream does not exist yet instead of creating it. Redis
+      does not dedup: the consumers' inbox does. rediss:// connects with TLS; go-redis's options, such as
+      dial_timeout, read_timeout and pool_size, go in the query too.
+  http://host/path, https://host/path
+      a webhook: each message is POSTed in the CloudEvents HTTP binary mode, signed with --webhook-secret
+      (Standard Webhooks headers). {topic} in the URL is replaced by the message's topic.
+  stdout:
+      one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
+
+With --http, the relay serves /healthz (the process is up), /readyz (the database and every broker answer;
+503 otherwise) and /metrics, OpenTelemetry metrics in the Prometheus format:
+
+` + metricsHelp + `
+
+When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
+invalid payload) is parked as dead at once instead of being published.`,
+	examples: []string{
+		"postbox relay --db postgres://postbox@localhost/app --broker nats://localhost:4222",
+		"postbox relay --db postgres://localhost/app --broker nats://localhost:4222 --route 'audit.*=stdout:'",
+		"postbox relay --db sqlite:app.db --broker 'nats://localhost:4222?stream=ORDERS&subjects=orders.>'",
+		"postbox relay --db sqlite:app.db --broker stdout: --http :9090",
+		"postbox relay --db mysql://relay:secret@db:3306/shop --broker 'redis://:secret@cache:6379/0?stream_prefix=shop:&maxlen=1000000'",
+		"postbox relay --db postgres://localhost/app --broker 'kafka://relay:secret@kafka-1:9092,kafka-2:9092?sasl=scram-sha-512&tls=true'",
+		"postbox relay --db postgres://localhost/app --broker amqp://relay:secret@rabbit:5672/shop --route 'iot.*=mqtt://mosquitto:1883'",
+		"PUBSUB_EMULATOR_HOST=localhost:8085 postbox relay --db sqlite:app.db --broker pubsub://my-project",
+		"postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}' --webhook-secret \"$SECRET\"",
+		"postbox relay --config /etc/postbox.yaml",
+		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
+	},
+	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
+		var o dbOptions
+		var ro relayOptions
+		addDBFlags(f, &o)
+		f.URL(&ro.broker, "broker", "b", "default broker URL, for topics no --route matches")
+		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
+		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as :9090")
+		f.String(&ro.source, "source", "", "postbox", "URI", "CloudEvents source of published messages")
+		f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET", "key signing http(s) webhook requests (Standard Webhooks); never printed").secretValue = true
+		f.Int(&ro.cfg.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one claim takes")
+		f.Int(&ro.cfg.Workers, "workers", postbox.DefaultWorkers, "concurrent claim-publish-settle loops")
+		f.Duration(&ro.cfg.PollInterval, "poll-interval", postbox.DefaultPollInterval, "how long an idle worker waits before claiming again")
+		f.Duration(&ro.cfg.PublishTimeout, "publish-timeout", postbox.DefaultPublishTimeout, "bound on each publish; a batch that times out is retried")
+		f.Duration(&ro.cfg.SettleTimeout, "settle-timeout", postbox.DefaultSettleTimeout, "bound on recording a published batch; a batch whose settle fails is published again")
+		f.Int(&ro.cfg.MaxAttempts, "max-attempts", postbox.DefaultMaxAttempts, "failed publishes after which a message is parked as dead")
+		f.Duration(&ro.cfg.BackoffBase, "backoff-base", postbox.DefaultBackoffBase, "delay after the first failure, doubled after each")
+		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
+		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
+		f.Duration(&ro.cfg.Retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
+		return func(ctx context.Context, rt *runtime, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q", args[0])
+			}
+			return runRelay(ctx, rt, o, ro)
+		}
+	},
+}
+
+type relayOptions struct {
+	broker, http, source string
+	webhookSecret        string
+	routes               []string
+	cfg                  postbox.RelayConfig
+}
+
+func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
+	reg, err := rt.file.registry()
+	if err != nil {
+		return err
+	}
+	db, err := o.open(ctx, rt, reg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes, brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret})
+	if err != nil {
+		return err
+	}
+	defer closeBrokers(context.WithoutCancel(ctx), rt, rtr.conns())
+
+	metrics, err := newRelayMetrics(rt.log, func(ctx context.Context) (postbox.Stats, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a scrape waits no longer for the database
+		defer cancel()
+		return db.Stats(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	defer metrics.shutdown(context.WithoutCancel(ctx))
+	cfg := ro.cfg
+	cfg.Logger, cfg.Observer = rt.log, metrics.observer
+	relay, err := db.NewRelay(rtr, &cfg)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+
+	var srv *http.Server
+	serveErr := make(chan error, 1)
+	if ro.http != "" {
+		ln, err := net.Listen("tcp", ro.http)
+		if err != nil {
+			return fmt.Errorf("--http %s: %w", ro.http, err)
+		}
+		srv = &http.Server{Handler: relayHandler(db, rtr, metrics, rt.secrets), ReadHeaderTimeout: 10 * time.Second}
+		go func() { serveErr <- srv.Serve(ln) }()
+		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
+	}
+
+	names := make([]string, 0)
+	for _, c := range rtr.conns() {
+		names = append(names, c.name)
+	}
+	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
+		"workers", cfg.Workers, "batch_size", cfg.BatchSize)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(runCtx) }()
+
+	var runErr error
+	select {
+	case runErr = <-relayDone:
+	case err := <-serveErr:
+		stop()
+		<-relayDone
+		runErr = fmt.Errorf("http server: %w", err)
+	}
+	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.log.Warn("http shutdown", "err", err)
+		}
+	}
+	return runErr
+}
+
+// relayHandler serves the relay's health, readiness and metrics.
+func relayHandler(db database, rtr *router, m *relayMetrics, sec *secrets) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		checks := readiness(ctx, db, rtr)
+		for i := range checks {
+			checks[i].Error = sec.scrub(checks[i].Error)
+		}
+		ready := true
+		for _, c := range checks {
+			ready = ready && c.OK
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		writeJSON(w, map[string]any{"ready": ready, "checks": checks})
+	})
+	mux.Handle("GET /metrics", m.handler)
+	return mux
+}
+
+type check struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// readiness checks the database and every broker concurrently.
+func readiness(ctx context.Context, db database, rtr *router) []check {
+	conns := rtr.conns()
+	checks := make([]check, 1+len(conns))
+	var wg sync.WaitGroup
+	run := func(i int, name string, ping func(context.Context) error) {
+		defer wg.Done()
+		checks[i] = check{Name: name, OK: true}
+		if ping == nil {
+			return
+		}
+		if err := ping(ctx); err != nil {
+			checks[i] = check{Name: name, Error: err.Error()}
+		}
+	}
+	wg.Add(len(checks))
+	go run(0, "database", db.Ping)
+	for i, c := range conns {
+		go run(i+1, "broker "+c.name, c.ping)
+	}
+	wg.Wait()
+	return checks
+}

@@ -1,0 +1,198 @@
+// Package databasesql is the Postbox driver for database/sql. Pass New(db, dialect) to postbox.NewClient; the
+// client's transaction type is *sql.Tx.
+//
+// PostgreSQL through pgx's stdlib driver:
+//
+//	db, err := sql.Open("pgx", "postgres://localhost/app")
+//	client, err := postbox.NewClient(databasesql.New(db, databasesql.Postgres), nil)
+//
+// SQLite through modernc.org/sqlite, the embedded default. Use WAL and a busy timeout, and begin transactions
+// with _txlock=immediate so that a transaction that reads before it writes cannot fail with SQLITE_BUSY:
+//
+//	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+//	client, err := postbox.NewClient(databasesql.New(db, databasesql.SQLite), nil)
+//
+// MySQL 8 and MariaDB 10.6+ through github.com/go-sql-driver/mysql. No DSN option is required: IDs are stored as
+// BINARY(16) and times as Unix microseconds, so parseTime and loc do not matter. interpolateParams=true saves a
+// round trip per statement. See docs/MYSQL.md.
+//
+//	db, err := sql.Open("mysql", "app:secret@tcp(localhost:3306)/app?interpolateParams=true")
+//	client, err := postbox.NewClient(databasesql.New(db, databasesql.MySQL), nil)
+//
+// Driver implements sqlshared.Maintainable, so package partition can maintain partitioned tables through it.
+package databasesql
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+
+	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/driver/sqlshared"
+)
+
+// Dialect is the SQL flavour of the database behind a *sql.DB.
+type Dialect = sqlshared.Dialect
+
+// The supported dialects.
+var (
+	Postgres = sqlshared.Postgres
+	SQLite   = sqlshared.SQLite
+	MySQL    = sqlshared.MySQL
+)
+
+// Driver connects Postbox to a database through database/sql.
+type Driver struct {
+	db      *sql.DB
+	dialect Dialect
+}
+
+// New returns a driver using db, whose SQL is dialect. It does no I/O.
+func New(db *sql.DB, dialect Dialect) *Driver { return &Driver{db: db, dialect: dialect} }
+
+// Capabilities reports the dialect's.
+func (d *Driver) Capabilities() driver.Capabilities { return d.dialect.Capabilities() }
+
+// Store returns the operations on one table set.
+func (d *Driver) Store(n driver.Names) driver.Store[*sql.Tx] {
+	return sqlshared.NewStore[*sql.Tx](backend{d}, d.dialect, n)
+}
+
+// Dialect returns the dialect New was given.
+func (d *Driver) Dialect() Dialect { return d.dialect }
+
+// Session opens a connection of its own for maintenance; closing the session closes the connection.
+func (d *Driver) Session(ctx context.Context) (sqlshared.Session, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return session{conn{c}, c}, nil
+}
+
+// Begin starts a transaction on db.
+func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) { return d.db.BeginTx(ctx, nil) }
+
+// Commit commits tx.
+func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+// Rollback rolls tx back; a finished transaction is not an error.
+func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+
+var _ sqlshared.Maintainable = (*Driver)(nil)
+
+type backend struct{ d *Driver }
+
+func (b backend) Pool() sqlshared.Conn           { return conn{b.d.db} }
+func (b backend) Conn(tx *sql.Tx) sqlshared.Conn { return conn{tx} }
+
+func (b backend) Session(ctx context.Context) (sqlshared.Session, error) { return b.d.Session(ctx) }
+
+func (b backend) BeginTx(ctx context.Context) (sqlshared.Tx, error) {
+	if b.d.dialect == SQLite {
+		return beginImmediate(ctx, b.d.db)
+	}
+	// database/sql rolls a transaction back when its context ends. A claim must outlive a cancelled relay
+	// context until its batch settles, so the transaction gets a context that is never cancelled; the
+	// statements in it still take ctx.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var opts *sql.TxOptions
+	if b.d.dialect == MySQL {
+		// READ COMMITTED: a claim locks the rows it returns and no gaps, so producers never wait on it.
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := b.d.db.BeginTx(context.WithoutCancel(ctx), opts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlTx{conn{tx}, tx}, nil
+}
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+type conn struct{ q querier }
+
+func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := c.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (c conn) Query(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) error {
+	rows, err := c.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// session is a connection taken out of the pool; Close discards it, so no lock or setting reaches the pool.
+type session struct {
+	conn
+	c *sql.Conn
+}
+
+func (s session) Close() error {
+	_ = s.c.Raw(func(any) error { return sqldriver.ErrBadConn })
+	return nil
+}
+
+type sqlTx struct {
+	conn
+	tx *sql.Tx
+}
+
+func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
+
+// immediateTx is a SQLite transaction begun with BEGIN IMMEDIATE on a connection of its own, so it holds the
+// write lock from the start.
+type immediateTx struct {
+	conn
+	c *sql.Conn
+}
+
+func beginImmediate(ctx context.Context, db *sql.DB) (sqlshared.Tx, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &immediateTx{conn{c}, c}, nil
+}
+
+func (t *immediateTx) Commit(ctx context.Context) error   { return t.end(ctx, "COMMIT") }
+func (t *immediateTx) Rollback(ctx context.Context) error { return t.end(ctx, "ROLLBACK") }
+
+func (t *immediateTx) end(ctx context.Context, stmt string) error {
+	_, err := t.c.ExecContext(ctx, stmt)
+	if err != nil {
+		// The transaction may still be open on this connection: never hand it back to the pool.
+		_ = t.c.Raw(func(any) error { return sqldriver.ErrBadConn })
+		return err
+	}
+	return t.c.Close()
+}

@@ -1,0 +1,164 @@
+// Package driver is the interface between Postbox and a database. Users do not call it; they pass a driver such as
+// pgxv5.New(pool) or databasesql.New(db, databasesql.Postgres) to postbox.NewClient.
+//
+// A driver implements Driver for its transaction type and advertises what its database can do in Capabilities.
+// Every driver must pass drivertest.Exercise.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrLocked is returned by maintenance operations when another instance holds the lock for the same table set.
+var ErrLocked = errors.New("postbox: another instance holds the maintenance lock")
+
+// Capabilities describe what a driver's database can do.
+type Capabilities struct {
+	// Dialect is "postgres", "sqlite" or "mysql".
+	Dialect string
+	// SkipLocked is true when claims use FOR UPDATE SKIP LOCKED, so that several relays share a table without
+	// waiting on each other. SQLite has a single writer and claims under an immediate transaction instead.
+	SkipLocked bool
+	// Schemas is true when tables may live in a named schema (a database, on MySQL).
+	Schemas bool
+	// Partitions is true when the outbox may be a table partitioned by creation time (Names.Partitioned).
+	Partitions bool
+}
+
+// Driver connects Postbox to one database through one client library. TTx is the caller's transaction type
+// (pgx.Tx, *sql.Tx).
+type Driver[TTx any] interface {
+	// Capabilities reports what the database supports.
+	Capabilities() Capabilities
+	// Store returns the operations on one validated table set. It does no I/O.
+	Store(names Names) Store[TTx]
+	// Begin starts a transaction of the caller's type, for helpers that run a function in a transaction.
+	Begin(ctx context.Context) (TTx, error)
+	// Commit commits tx.
+	Commit(ctx context.Context, tx TTx) error
+	// Rollback rolls tx back. Rolling back a finished transaction is not an error.
+	Rollback(ctx context.Context, tx TTx) error
+}
+
+// Store holds the statements for one table set.
+type Store[TTx any] interface {
+	// Insert writes records inside the caller's transaction, in one round trip, and nothing else: it never
+	// commits, rolls back or notifies.
+	Insert(ctx context.Context, tx TTx, recs []Record) error
+	// Claim locks up to p.Limit pending records available at p.Now, oldest first, in a transaction of its own
+	// that stays open until the claim is settled or released. Records locked by another claim are skipped.
+	Claim(ctx context.Context, p ClaimParams) (Claim, error)
+
+	// Migrate applies the migrations not yet applied, under a lock so that concurrent callers are safe, and
+	// returns the versions it applied.
+	Migrate(ctx context.Context) ([]int, error)
+	// MigrationStatus lists every known migration and whether it has been applied.
+	MigrationStatus(ctx context.Context) ([]MigrationState, error)
+	// Migrations returns the migration SQL for this table set, for users who run their own migration tool.
+	Migrations() []Migration
+
+	// Stats counts pending and dead records per topic.
+	Stats(ctx context.Context) ([]TopicStats, error)
+	// ListDead returns dead records matching f, oldest first.
+	ListDead(ctx context.Context, f DeadFilter) ([]Record, error)
+	// RetryDead makes dead records matching f pending again, available at now, with attempts reset.
+	RetryDead(ctx context.Context, f DeadFilter, now time.Time) (int64, error)
+	// PurgeDead deletes dead records matching f.
+	PurgeDead(ctx context.Context, f DeadFilter) (int64, error)
+	// Cleanup deletes the records p selects in batches of at most p.BatchSize rows, each batch its own
+	// transaction, until none is left or ctx is done. It never deletes a pending record. One instance cleans a
+	// table at a time: Cleanup returns ErrLocked when another holds the table's cleanup lock.
+	Cleanup(ctx context.Context, p CleanupParams) (CleanupResult, error)
+
+	// InboxStore holds the inbox operations.
+	InboxStore[TTx]
+}
+
+// CleanupParams select the records Cleanup deletes.
+type CleanupParams struct {
+	// PublishedBefore selects published records whose PublishedAt is before it. Zero selects none.
+	PublishedBefore time.Time
+	// DeadBefore selects dead records whose AvailableAt is before it. A failure sets AvailableAt to the failure
+	// time plus its backoff, so a selected record died before DeadBefore. Zero selects none.
+	DeadBefore time.Time
+	// BatchSize bounds the rows one delete statement removes.
+	BatchSize int
+}
+
+// CleanupResult counts what Cleanup deleted.
+type CleanupResult struct {
+	Published int64 // published records deleted
+	Dead      int64 // dead records deleted
+	Batches   int   // delete statements that removed at least one row
+}
+
+// ClaimParams select the records to claim.
+type ClaimParams struct {
+	Limit int
+	Now   time.Time
+}
+
+// Claim is a batch of records locked by one relay.
+type Claim interface {
+	// Records are the claimed records, oldest first.
+	Records() []Record
+	// Settle records the outcome of publishing the batch and ends the claim.
+	Settle(ctx context.Context, s Settlement) error
+	// Release ends the claim without changing any record, so the records can be claimed again.
+	Release(ctx context.Context) error
+}
+
+// Settlement is the outcome of one published batch.
+type Settlement struct {
+	// Published are the IDs the broker acknowledged.
+	Published []string
+	// Keep marks published records as published (at Now) instead of deleting them.
+	Keep bool
+	Now  time.Time
+	// Failed are the records that were not published.
+	Failed []Failure
+}
+
+// Failure is one record that failed to publish.
+type Failure struct {
+	ID          string
+	Attempts    int       // the new attempt count
+	LastError   string    // the error, truncated by the caller
+	AvailableAt time.Time // when to try again
+	Dead        bool      // park the record instead of retrying
+}
+
+// TopicStats are the counts for one topic.
+type TopicStats struct {
+	Topic         string
+	Pending       int64
+	Dead          int64
+	OldestPending time.Time // zero when nothing is pending
+}
+
+// DeadFilter selects dead records. An empty filter selects nothing; set All to select every dead record.
+type DeadFilter struct {
+	Topic string
+	IDs   []string
+	All   bool
+	Limit int // for ListDead; 0 means no limit
+}
+
+// Empty reports whether f selects nothing.
+func (f DeadFilter) Empty() bool { return f.Topic == "" && len(f.IDs) == 0 && !f.All }
+
+// Migration is one versioned schema change.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// MigrationState is a migration and whether it has been applied.
+type MigrationState struct {
+	Migration
+	Applied   bool
+	AppliedAt time.Time
+}

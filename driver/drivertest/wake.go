@@ -1,0 +1,148 @@
+package drivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/postboxtest"
+)
+
+func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
+	drv := newDriver(t)
+	_, listens := drv.(driver.Listener)
+
+	if listens {
+		t.Run("NotificationWakesIdleRelay", func(t *testing.T) {
+			// The relay polls once an hour: only wake-ups can deliver these messages within the test's time.
+			c := Client(t, drv, nil)
+			rec := &postboxtest.Recorder{}
+			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour})
+			stop := run(t, r)
+			waitListening(t, r)
+			for i := 1; i <= 5; i++ {
+				enqueue(t, c, messages(1, "orders")...)
+				if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
+					t.Fatalf("message %d was not published: the relay was not woken", i)
+				}
+				time.Sleep(50 * time.Millisecond) // let the relay fall idle, so the next message needs a wake-up
+			}
+			stop()
+			if st := r.Stats(); st.Wakeups == 0 || st.Errors != 0 {
+				t.Fatalf("relay stats %+v; want wake-ups and no errors", st)
+			}
+		})
+
+		t.Run("NotificationsAreCoalesced", func(t *testing.T) {
+			// One wake-up per NotifyInterval per client: with an hour, only the first transaction notifies.
+			cfg := Tables(nil)
+			cfg.NotifyInterval = time.Hour
+			c := Client(t, drv, cfg)
+			rec := &postboxtest.Recorder{}
+			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
+			stop := run(t, r)
+			waitListening(t, r)
+			for i := 1; i <= 5; i++ {
+				enqueue(t, c, messages(1, "orders")...)
+				if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
+					t.Fatalf("message %d was not published", i)
+				}
+			}
+			stop()
+			if st := r.Stats(); st.Wakeups != 1 {
+				t.Fatalf("relay received %d wake-ups from 5 transactions within one NotifyInterval, want 1", st.Wakeups)
+			}
+		})
+	}
+
+	t.Run("DisableNotify", func(t *testing.T) {
+		cfg := Tables(nil)
+		cfg.DisableNotify = true
+		c := Client(t, drv, cfg)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
+		stop := run(t, r)
+		for i := 1; i <= 3; i++ {
+			enqueue(t, c, messages(1, "orders")...)
+			if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
+				t.Fatalf("message %d was not published by polling", i)
+			}
+		}
+		stop()
+		if st := r.Stats(); st.Wakeups != 0 {
+			t.Fatalf("relay received %d wake-ups from a client with DisableNotify", st.Wakeups)
+		}
+	})
+
+	t.Run("DisableListenPolls", func(t *testing.T) {
+		c := Client(t, drv, nil)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond, DisableListen: true})
+		stop := run(t, r)
+		for i := 1; i <= 3; i++ {
+			enqueue(t, c, messages(1, "orders")...)
+			if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
+				t.Fatalf("message %d was not published by polling", i)
+			}
+		}
+		stop()
+		if st := r.Stats(); st.Wakeups != 0 || st.Errors != 0 || st.Listening {
+			t.Fatalf("relay stats %+v; a relay with DisableListen must not listen", st)
+		}
+	})
+
+	t.Run("PeekSeesOnlyClaimable", func(t *testing.T) {
+		clock := postboxtest.NewClock(time.Now())
+		c := Client(t, drv, Tables(clock))
+		peeker, ok := drv.Store(driver.Names{Outbox: c.Config().Table, Inbox: c.Config().InboxTable}).(driver.Peeker)
+		if !ok {
+			return // optional: an idle relay claims instead
+		}
+		ctx := context.Background()
+		if found, err := peeker.Claimable(ctx, clock.Now()); err != nil || found {
+			t.Fatalf("Claimable on an empty outbox = %v, %v", found, err)
+		}
+		enqueue(t, c, postbox.Message{Topic: "orders", Type: "order.created", AvailableAt: clock.Now().Add(time.Minute)})
+		if found, err := peeker.Claimable(ctx, clock.Now()); err != nil || found {
+			t.Fatalf("Claimable with only a delayed message = %v, %v; want false", found, err)
+		}
+		if found, err := peeker.Claimable(ctx, clock.Now().Add(time.Minute)); err != nil || !found {
+			t.Fatalf("Claimable once the message is due = %v, %v; want true", found, err)
+		}
+	})
+}
+
+// run starts r in the background and returns a function that stops it and waits for Run to return.
+func run[TTx any](t *testing.T, r *postbox.Relay[TTx]) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitListening waits until r listens for wake-ups, so that no notification the test sends is lost.
+func waitListening[TTx any](t *testing.T, r *postbox.Relay[TTx]) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Stats().Listening {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay not listening after 30s: %+v", r.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

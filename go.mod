@@ -1,0 +1,3 @@
+module github.com/postbox-go/postbox
+
+go 1.25.0

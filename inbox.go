@@ -1,0 +1,201 @@
+package postbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// Limits on inbox keys, checked before anything is written.
+const (
+	// MaxConsumerLen is the longest consumer name.
+	MaxConsumerLen = 255
+	// MaxMessageIDLen is the longest delivered message ID the inbox accepts.
+	MaxMessageIDLen = 255
+)
+
+// ConsumerConfig configures a Consumer. The zero value is valid: every field has a default, and the default
+// failure policy is the simplest one (a failed delivery is rolled back and redelivered).
+type ConsumerConfig struct {
+	// MaxFailures turns on the failure policy. After this many failed deliveries of one message, the message is
+	// recorded as failed, Process reports it as Failed with a nil error so that the caller acks it, and it never
+	// reaches the handler again. A handler error marked with Permanent records the message as failed at once.
+	// Failed deliveries are counted in a short transaction of their own, after the delivery's transaction has
+	// rolled back, so the count survives the rollback. Default: 0, off: every failure rolls back and is
+	// returned, and the broker redelivers the message until its own limits stop it.
+	MaxFailures int
+	// DeadLetterTopic, when set with MaxFailures, makes a message recorded as failed also enqueue a copy of itself
+	// to this topic, in the transaction that records it, so that the relay publishes it for an operator or
+	// another service to handle. The copy has a new ID and the original's key, type, payload and headers, plus
+	// the headers postbox-consumer, postbox-message-id, postbox-failures and postbox-error. A payload over the
+	// client's MaxPayloadBytes is left out and its size put in postbox-payload-omitted, and original headers that
+	// Enqueue would refuse are dropped, so that recording the failure cannot fail on them. Default: none.
+	DeadLetterTopic string
+	// Logger receives the consumer's logs. Default: the client's logger.
+	Logger *slog.Logger
+}
+
+// Consumer processes delivered messages exactly once per consumer name: it claims each message in the inbox
+// inside the transaction that runs the handler, so that the claim, the handler's writes and the messages the
+// handler emits commit together or not at all. A Consumer is safe for concurrent use.
+//
+// Claims are kept for the inbox retention (see Client.InboxCleanup). A message redelivered after its claim was
+// cleaned up is processed again, so the retention must exceed the broker's redelivery horizon.
+type Consumer[TTx any] struct {
+	client *Client[TTx]
+	name   string
+	cfg    ConsumerConfig
+	log    *slog.Logger
+}
+
+// NewConsumer returns the consumer called name on client's inbox. The name scopes deduplication: two consumers
+// with different names each process every message once. cfg may be nil for the defaults. It does no I/O.
+func NewConsumer[TTx any](client *Client[TTx], name string, cfg *ConsumerConfig) (*Consumer[TTx], error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: NewConsumer needs a client from NewClient", ErrInvalidConfig)
+	}
+	if err := checkConsumerName(name); err != nil {
+		return nil, err
+	}
+	var c ConsumerConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.MaxFailures < 0 {
+		return nil, fmt.Errorf("%w: ConsumerConfig.MaxFailures is %d; use a positive count, or 0 to never give up", ErrInvalidConfig, c.MaxFailures)
+	}
+	if c.DeadLetterTopic != "" {
+		if c.MaxFailures == 0 {
+			return nil, fmt.Errorf("%w: ConsumerConfig.DeadLetterTopic is set but MaxFailures is 0, so no message is ever dead-lettered; set MaxFailures", ErrInvalidConfig)
+		}
+		if checkText("DeadLetterTopic", c.DeadLetterTopic, true, MaxTopicLen) != nil {
+			return nil, fmt.Errorf("%w: ConsumerConfig.DeadLetterTopic %q is not a valid topic; use at most %d bytes of UTF-8 text without control characters",
+				ErrInvalidConfig, c.DeadLetterTopic, MaxTopicLen)
+		}
+	}
+	log := c.Logger
+	if log == nil {
+		log = client.cfg.Logger
+	}
+	return &Consumer[TTx]{client: client, name: name, cfg: c,
+		log: log.With("component", "postbox.consumer", "consumer", name, "table", client.cfg.InboxTable)}, nil
+}
+
+// Name returns the consumer's name.
+func (c *Consumer[TTx]) Name() string { return c.name }
+
+// Claim records inside tx that the consumer has taken the message with the given ID, and reports whether it is
+// the first to: false means a duplicate, already processed or being processed by a transaction that has since
+// committed. A duplicate is not an error and leaves tx usable. When another transaction holds an uncommitted
+// claim of the same message, Claim waits for it to end. Process and the Inbox middleware call Claim; call it
+// yourself only when you manage the transaction, and then commit the claim with the handler's writes.
+func (c *Consumer[TTx]) Claim(ctx context.Context, tx TTx, messageID string) (bool, error) {
+	if err := checkMessageID(messageID); err != nil {
+		return false, err
+	}
+	ok, err := c.client.store.InboxClaim(ctx, tx, c.name, messageID, c.client.cfg.Clock.Now())
+	if err != nil {
+		return false, fmt.Errorf("postbox: inbox claim of message %s for %s: %w", messageID, c.name, err)
+	}
+	return ok, nil
+}
+
+// recordFailure counts a failed delivery of m in a transaction of its own and, when that records m as failed,
+// enqueues the dead letter in the same transaction.
+func (c *Consumer[TTx]) recordFailure(ctx context.Context, m Message, cause error, rep *report) (driver.InboxFailResult, error) {
+	var res driver.InboxFailResult
+	err := c.client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		res, err = c.client.store.InboxFail(ctx, tx, driver.InboxFailure{
+			Consumer: c.name, MessageID: m.ID, LastError: truncate(cause.Error(), MaxLastErrorLen),
+			Now: c.client.cfg.Clock.Now(), MaxFailures: c.cfg.MaxFailures, Give: IsPermanent(cause),
+		})
+		if err != nil || !res.Failed || c.cfg.DeadLetterTopic == "" {
+			return err
+		}
+		dl := c.deadLetter(m, res.Failures, cause)
+		if err := c.client.Enqueue(ctx, tx, dl); err != nil {
+			return fmt.Errorf("enqueue dead letter: %w", err)
+		}
+		rep.enqueued = []Message{dl}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("postbox: count failed delivery of message %s for %s: %w", m.ID, c.name, err)
+	}
+	return res, nil
+}
+
+// deadLetter builds the copy of m to enqueue to the dead-letter topic. It keeps only what Enqueue accepts, so
+// that a delivered message that would not pass as an outgoing one can still be dead-lettered.
+func (c *Consumer[TTx]) deadLetter(m Message, failures int, cause error) Message {
+	dl := Message{ID: NewID(), Topic: c.cfg.DeadLetterTopic, Key: m.Key, Type: m.Type, Headers: map[string]string{}}
+	if checkText("Key", dl.Key, false, MaxKeyLen) != nil {
+		dl.Key = ""
+	}
+	if checkText("Type", dl.Type, true, MaxTypeLen) != nil {
+		dl.Type = "postbox.inbox.failed"
+	}
+	if len(m.Payload) <= c.client.cfg.MaxPayloadBytes {
+		dl.Payload = m.Payload
+	} else {
+		dl.Headers["postbox-payload-omitted"] = strconv.Itoa(len(m.Payload))
+	}
+	ours := map[string]string{
+		"postbox-consumer":   c.name,
+		"postbox-message-id": m.ID,
+		"postbox-failures":   strconv.Itoa(failures),
+		"postbox-error":      headerValue(cause.Error()),
+	}
+	for k, v := range m.Headers {
+		if len(dl.Headers)+len(ours) >= MaxHeaders {
+			break
+		}
+		lower := strings.ToLower(k)
+		if validHeaderName(k) && !strings.HasPrefix(lower, "ce-") && !strings.HasPrefix(lower, "ce_") &&
+			checkText("header", v, false, MaxHeaderLen) == nil {
+			dl.Headers[k] = v
+		}
+	}
+	for k, v := range ours {
+		dl.Headers[k] = v
+	}
+	return dl
+}
+
+// headerValue makes s a valid header value: control characters become spaces and it is cut to MaxHeaderLen.
+func headerValue(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	return truncate(s, MaxHeaderLen)
+}
+
+func checkConsumerName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the consumer name is empty; name the service or handler, such as \"billing\"", ErrInvalidConfig)
+	case len(name) > MaxConsumerLen:
+		return fmt.Errorf("%w: the consumer name is %d bytes; the limit is %d", ErrInvalidConfig, len(name), MaxConsumerLen)
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, isControl):
+		return fmt.Errorf("%w: the consumer name %q must be UTF-8 text without control characters", ErrInvalidConfig, name)
+	}
+	return nil
+}
+
+// checkMessageID validates the ID of a delivered message. Unlike Enqueue it accepts any text: messages may come
+// from producers other than Postbox.
+func checkMessageID(id string) error {
+	if id == "" {
+		return invalid("message ID is empty; the inbox deduplicates by the broker's message ID (the CloudEvents id), so pass it in Message.ID")
+	}
+	return checkText("message ID", id, true, MaxMessageIDLen)
+}

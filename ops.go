@@ -1,0 +1,114 @@
+package postbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// TopicStats are the pending and dead counts of one topic.
+type TopicStats = driver.TopicStats
+
+// Stats summarise the outbox.
+type Stats struct {
+	Pending int64
+	Dead    int64
+	// OldestPending is the creation time of the oldest pending message; zero when none is pending.
+	OldestPending time.Time
+	Topics        []TopicStats
+}
+
+// DeadFilter selects dead messages by topic, by IDs, or all of them. A filter that selects nothing by accident is
+// refused: set Topic, IDs or All.
+type DeadFilter = driver.DeadFilter
+
+// Stats counts pending and dead messages, in total and per topic.
+func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
+	topics, err := c.store.Stats(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("postbox: stats: %w", err)
+	}
+	s := Stats{Topics: topics}
+	for _, t := range topics {
+		s.Pending += t.Pending
+		s.Dead += t.Dead
+		if !t.OldestPending.IsZero() && (s.OldestPending.IsZero() || t.OldestPending.Before(s.OldestPending)) {
+			s.OldestPending = t.OldestPending
+		}
+	}
+	return s, nil
+}
+
+func (c *Client[TTx]) checkFilter(f *DeadFilter) error {
+	if f.Empty() {
+		return fmt.Errorf("%w: the dead-letter filter selects nothing; set Topic, IDs or All", ErrInvalidConfig)
+	}
+	for i, id := range f.IDs {
+		norm, err := parseUUID(id)
+		if err != nil {
+			return fmt.Errorf("%w: dead-letter filter: %v", ErrInvalidConfig, err)
+		}
+		f.IDs[i] = norm
+	}
+	return nil
+}
+
+// ListDead returns the dead messages f selects, oldest first, with their attempts and last error.
+func (c *Client[TTx]) ListDead(ctx context.Context, f DeadFilter) ([]Record, error) {
+	if err := c.checkFilter(&f); err != nil {
+		return nil, err
+	}
+	recs, err := c.store.ListDead(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("postbox: list dead: %w", err)
+	}
+	return recs, nil
+}
+
+// RetryDead makes the dead messages f selects pending again, at once and with their attempts reset, and returns
+// how many it revived. Their last error is kept until they are published.
+func (c *Client[TTx]) RetryDead(ctx context.Context, f DeadFilter) (int64, error) {
+	if err := c.checkFilter(&f); err != nil {
+		return 0, err
+	}
+	n, err := c.store.RetryDead(ctx, f, c.cfg.Clock.Now())
+	if err != nil {
+		return 0, fmt.Errorf("postbox: retry dead: %w", err)
+	}
+	return n, nil
+}
+
+// PurgeDead deletes the dead messages f selects and returns how many it deleted.
+func (c *Client[TTx]) PurgeDead(ctx context.Context, f DeadFilter) (int64, error) {
+	if err := c.checkFilter(&f); err != nil {
+		return 0, err
+	}
+	n, err := c.store.PurgeDead(ctx, f)
+	if err != nil {
+		return 0, fmt.Errorf("postbox: purge dead: %w", err)
+	}
+	return n, nil
+}
+
+// Cleanup deletes messages published (in retention mode) more than retention ago, in batches of at most
+// batchSize rows, each batch its own short transaction, until none is left or ctx is done. It never deletes a
+// pending message. Only one instance deletes from a table at a time: a call that finds another one deleting
+// returns ErrLocked (PostgreSQL, MySQL) or waits its turn (SQLite). A Cleaner does the same on a schedule, and can
+// delete dead messages too.
+func (c *Client[TTx]) Cleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error) {
+	if retention <= 0 || batchSize <= 0 {
+		return 0, fmt.Errorf("%w: Cleanup needs a positive retention and batch size, got %v and %d", ErrInvalidConfig, retention, batchSize)
+	}
+	res, err := c.cleanup(ctx, driver.CleanupParams{PublishedBefore: c.cfg.Clock.Now().Add(-retention), BatchSize: batchSize})
+	return res.Published, err
+}
+
+func (c *Client[TTx]) cleanup(ctx context.Context, p driver.CleanupParams) (CleanupResult, error) {
+	res, err := c.store.Cleanup(ctx, p)
+	if err != nil {
+		return res, fmt.Errorf("postbox: cleanup: %w", err)
+	}
+	return res, nil
+}

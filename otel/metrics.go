@@ -1,0 +1,140 @@
+package postboxotel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/postbox-go/postbox"
+)
+
+// Metrics records a relay's batches as OpenTelemetry metrics. Set it as postbox.RelayConfig.Observer. Series:
+//
+//	postbox.published                     counter    messages the broker acknowledged, by topic
+//	postbox.publish.failures              counter    failed publish attempts, by topic
+//	postbox.dead                          counter    messages parked as dead, by topic
+//	postbox.settle.errors                 counter    batches whose settle failed (they are published again)
+//	postbox.enqueue_to_publish.duration   histogram  seconds from enqueue to the broker's acknowledgement
+//	postbox.batch.duration                histogram  seconds from a batch's claim to its settle
+//	postbox.pending                       gauge      pending messages, by topic (with a stats function)
+//	postbox.dead.current                  gauge      dead messages waiting for an operator, by topic
+//	postbox.oldest_pending.age            gauge      seconds the oldest pending message has waited
+//	postbox.outbox.up                     gauge      1 when the stats function answered, 0 when it failed
+//
+// Exported to Prometheus (go.opentelemetry.io/otel/exporters/prometheus), the counters get the suffix _total
+// and the durations _seconds: postbox_published_total, postbox_batch_duration_seconds. The postbox daemon
+// serves them on /metrics; see its relay --help for the names it uses.
+type Metrics struct {
+	published, failures, dead, settleErrors metric.Int64Counter
+	latency, batch                          metric.Float64Histogram
+}
+
+// StatsFunc reads the outbox's counts; (*postbox.Client[TTx]).Stats is one.
+type StatsFunc func(ctx context.Context) (postbox.Stats, error)
+
+// NewMetrics creates the instruments on mp (nil: the global MeterProvider). When stats is not nil, the pending,
+// dead, oldest-pending and outbox-up gauges read it at each collection.
+func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(ScopeName)
+	m := &Metrics{}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit("{message}"))
+		return c
+	}
+	m.published = counter("postbox.published", "Messages the broker acknowledged.")
+	m.failures = counter("postbox.publish.failures", "Failed publish attempts.")
+	m.dead = counter("postbox.dead", "Messages parked as dead.")
+	m.settleErrors = counter("postbox.settle.errors", "Batches whose settle failed; they are published again.")
+	if err != nil {
+		return nil, err
+	}
+	// A series that exists from the start lets a rate() or increase() alert see its first settle error.
+	m.settleErrors.Add(context.Background(), 0)
+	if m.latency, err = meter.Float64Histogram("postbox.enqueue_to_publish.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from enqueue to the broker's acknowledgement."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)); err != nil {
+		return nil, err
+	}
+	if m.batch, err = meter.Float64Histogram("postbox.batch.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a batch's claim to its settle."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)); err != nil {
+		return nil, err
+	}
+	if stats == nil {
+		return m, nil
+	}
+	pending, err := meter.Int64ObservableGauge("postbox.pending", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages waiting to be published."))
+	if err != nil {
+		return nil, err
+	}
+	deadNow, err := meter.Int64ObservableGauge("postbox.dead.current", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages parked as dead, waiting for an operator."))
+	if err != nil {
+		return nil, err
+	}
+	oldest, err := meter.Float64ObservableGauge("postbox.oldest_pending.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest pending message has waited."))
+	if err != nil {
+		return nil, err
+	}
+	up, err := meter.Int64ObservableGauge("postbox.outbox.up",
+		metric.WithDescription("Whether the last read of the outbox's counts succeeded (1) or failed (0)."))
+	if err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		s, err := stats(ctx)
+		if err != nil {
+			// The other gauges are left out rather than reported as zero; the error goes to otel.Handle.
+			o.ObserveInt64(up, 0)
+			return fmt.Errorf("postbox: reading the outbox's counts for metrics: %w", err)
+		}
+		o.ObserveInt64(up, 1)
+		for _, t := range s.Topics {
+			topic := metric.WithAttributes(attribute.String("topic", t.Topic))
+			o.ObserveInt64(pending, t.Pending, topic)
+			o.ObserveInt64(deadNow, t.Dead, topic)
+		}
+		age := 0.0
+		if !s.OldestPending.IsZero() {
+			age = time.Since(s.OldestPending).Seconds()
+		}
+		o.ObserveFloat64(oldest, age)
+		return nil
+	}, pending, deadNow, oldest, up)
+	return m, err
+}
+
+// ObserveBatch records one batch; it implements postbox.RelayObserver.
+func (m *Metrics) ObserveBatch(ctx context.Context, b postbox.BatchReport) {
+	m.batch.Record(ctx, b.SettledAt.Sub(b.Started).Seconds())
+	if b.Err != nil {
+		m.settleErrors.Add(ctx, 1)
+		return
+	}
+	for i, r := range b.Records {
+		topic := metric.WithAttributes(attribute.String("topic", r.Topic))
+		if b.Errs[i] == nil {
+			m.published.Add(ctx, 1, topic)
+			m.latency.Record(ctx, b.SettledAt.Sub(r.CreatedAt).Seconds(), topic)
+			continue
+		}
+		m.failures.Add(ctx, 1, topic)
+		if b.Dead[i] {
+			m.dead.Add(ctx, 1, topic)
+		}
+	}
+}

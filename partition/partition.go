@@ -1,0 +1,301 @@
+// Package partition maintains the time partitions of a partitioned outbox (postbox.Config.Partitioned) on
+// PostgreSQL and MySQL: it creates partitions ahead of time and drops those past retention, which removes old
+// rows without a single DELETE, so a high-volume table neither bloats nor fragments.
+//
+//	client, err := postbox.NewClient(drv, &postbox.Config{Partitioned: true})
+//	_, err = client.Migrate(ctx)
+//	m, err := partition.New(client, &partition.Config{Period: partition.Daily, Retention: 7 * 24 * time.Hour})
+//	go m.Run(ctx)           // or m.RunOnce(ctx) from a cron job
+//
+// Rows are placed by their creation time. A tail partition (pmax on MySQL, DEFAULT on PostgreSQL) takes rows that
+// no named partition covers, so an enqueue never fails when the maintainer falls behind; its next run moves them
+// into their partitions. A partition is never dropped while it holds a pending message, nor a dead one unless
+// Config.DropDead is set. Any number of maintainers may run: a named lock lets one act at a time.
+//
+// Every DDL statement is logged at Info before it runs. Creating and dropping partitions takes a brief exclusive
+// lock on the table, which waits for open claims to settle; Config.LockTimeout bounds that wait so producers never
+// queue behind it for long, and a run that gives up tries again at the next interval.
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/driver/sqlshared"
+)
+
+// Defaults for Config.
+const (
+	DefaultLookahead   = 3
+	DefaultRetention   = postbox.DefaultRetention
+	DefaultInterval    = time.Hour
+	DefaultLockTimeout = 5 * time.Second
+	// MaxCreate is the most partitions one run creates. A run that would need more (a maintainer started long
+	// after the table filled, with a short period) returns an error instead of locking the table for long.
+	MaxCreate = 1000
+)
+
+// ErrNotPartitioned is returned for a table created without postbox.Config.Partitioned.
+var ErrNotPartitioned = sqlshared.ErrNotPartitioned
+
+// Config configures a Maintainer. The zero value is valid: every field has a default.
+type Config struct {
+	// Period is the time span of one partition. Default: Daily.
+	Period Period
+	// Lookahead is how many periods after the current one have their partition ready. Default:
+	// DefaultLookahead (3).
+	Lookahead int
+	// Retention is how long rows are kept after their creation: a partition is dropped once its whole range is
+	// older than Retention, unless it still holds a pending message (or a dead one, see DropDead). Default:
+	// DefaultRetention (7 days).
+	Retention time.Duration
+	// DropDead lets a partition past retention be dropped with its dead messages. Default: false, so dead
+	// messages keep their partition until an operator retries or purges them.
+	DropDead bool
+	// Interval is how often Run maintains. Default: DefaultInterval (1h).
+	Interval time.Duration
+	// LockTimeout bounds how long one DDL statement waits for the table lock. Default: DefaultLockTimeout (5s).
+	LockTimeout time.Duration
+	// Logger receives the maintainer's logs, each DDL statement at Info. Default: the client's logger.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *Config) WithDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Lookahead == 0 {
+		out.Lookahead = DefaultLookahead
+	}
+	if out.Retention == 0 {
+		out.Retention = DefaultRetention
+	}
+	if out.Interval == 0 {
+		out.Interval = DefaultInterval
+	}
+	if out.LockTimeout == 0 {
+		out.LockTimeout = DefaultLockTimeout
+	}
+	return out
+}
+
+func (c Config) validate() error {
+	if !c.Period.valid() {
+		return fmt.Errorf("%w: partition Period %d is unknown; use partition.Daily, Hourly or Monthly", postbox.ErrInvalidConfig, int(c.Period))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Lookahead", int64(c.Lookahead)}, {"Retention", int64(c.Retention)}, {"Interval", int64(c.Interval)}, {"LockTimeout", int64(c.LockTimeout)}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: partition Config.%s is negative; use a positive value or 0 for the default", postbox.ErrInvalidConfig, f.name)
+		}
+	}
+	return nil
+}
+
+// Result is what one run did.
+type Result struct {
+	// Created are the labels of the partitions created, oldest first.
+	Created []string
+	// Dropped are the labels of the partitions dropped.
+	Dropped []string
+	// Kept are partitions past retention that were not dropped because they hold a pending message, or a dead
+	// one without DropDead.
+	Kept []string
+}
+
+// Maintainer keeps one partitioned outbox's partitions. It is safe for concurrent use, and any number of
+// maintainers may run on one table: a named lock (a transaction-level advisory lock on PostgreSQL, GET_LOCK on
+// MySQL) lets one act at a time.
+type Maintainer struct {
+	db    sqlshared.Maintainable
+	d     sqlshared.Dialect
+	names driver.Names
+	clock postbox.Clock
+	cfg   Config
+	log   *slog.Logger
+}
+
+// New returns a maintainer of client's outbox table. cfg may be nil for the defaults. It does no I/O; call Run or
+// RunOnce.
+func New[TTx any](client *postbox.Client[TTx], cfg *Config) (*Maintainer, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: partition.New needs a client from postbox.NewClient", postbox.ErrInvalidConfig)
+	}
+	db, ok := client.Driver().(sqlshared.Maintainable)
+	if !ok {
+		return nil, fmt.Errorf("%w: driver %T cannot maintain partitions; use pgxv5 or databasesql", postbox.ErrInvalidConfig, client.Driver())
+	}
+	if caps := db.Dialect().Capabilities(); !caps.Partitions {
+		return nil, fmt.Errorf("%w: %s has no table partitioning; use postbox.Cleaner", postbox.ErrInvalidConfig, caps.Dialect)
+	}
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	cc := client.Config()
+	log := c.Logger
+	if log == nil {
+		log = cc.Logger
+	}
+	return &Maintainer{
+		db: db, d: db.Dialect(), clock: cc.Clock, cfg: c,
+		names: driver.Names{Schema: cc.Schema, Outbox: cc.Table, Inbox: cc.InboxTable, Partitioned: true},
+		log:   log.With("component", "postbox.partition", "table", cc.Table),
+	}, nil
+}
+
+// span is one existing named partition.
+type span struct {
+	label      string
+	start, end time.Time
+}
+
+// RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention. It returns
+// postbox.ErrLocked, having done nothing, when another maintainer of the same table is running. On error the
+// Result is empty: on PostgreSQL the whole run is one transaction and was rolled back, while on MySQL, where DDL
+// commits at once, the statements that ran are in the log.
+func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
+	sess, err := m.db.Session(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("postbox: partition: %w", err)
+	}
+	defer sess.Close() // closing ends whatever the session still holds
+	got, err := m.d.BeginMaintenance(ctx, sess, m.names, sqlshared.LockPartitions, m.cfg.LockTimeout)
+	if err != nil {
+		return Result{}, err
+	}
+	if !got {
+		return Result{}, postbox.ErrLocked
+	}
+	res, err := m.run(ctx, sess)
+	if eerr := m.d.EndMaintenance(context.WithoutCancel(ctx), sess, m.names, sqlshared.LockPartitions, err); err == nil {
+		err = eerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// run does the work of RunOnce inside the maintenance lock.
+func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Result, err error) {
+	layout, err := m.d.ListPartitions(ctx, sess, m.names)
+	if err != nil {
+		return res, err
+	}
+	var spans []span
+	for _, l := range layout.Labels {
+		if start, end, ok := parseLabel(l); ok {
+			spans = append(spans, span{l, start, end})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	now := m.clock.Now().UTC()
+
+	if res.Created, err = m.create(ctx, sess, layout.Tail, spans, now); err != nil {
+		return res, err
+	}
+	cutoff := now.Add(-m.cfg.Retention)
+	for _, s := range spans {
+		if s.end.After(cutoff) {
+			continue
+		}
+		dropped, err := m.d.DropPartition(ctx, sess, m.names, s.label, !m.cfg.DropDead, m.logDDL)
+		if err != nil {
+			return res, fmt.Errorf("postbox: drop partition %s: %w", s.label, err)
+		}
+		if dropped {
+			res.Dropped = append(res.Dropped, s.label)
+			continue
+		}
+		res.Kept = append(res.Kept, s.label)
+		m.log.WarnContext(ctx, "partition past retention still holds messages that are pending or dead; keeping it",
+			"partition", s.label, "drop_dead", m.cfg.DropDead)
+	}
+	return res, nil
+}
+
+// create adds the partitions from the end of the last one (or, on a table with none yet, from its oldest row) to
+// Lookahead periods after the current one.
+func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, tail string, spans []span, now time.Time) ([]string, error) {
+	p := m.cfg.Period
+	var from time.Time
+	if len(spans) > 0 {
+		for _, s := range spans {
+			if s.end.After(from) {
+				from = s.end
+			}
+		}
+	} else {
+		from = p.floor(now)
+		if tail != "" {
+			oldest, ok, err := m.d.OldestInTail(ctx, sess, m.names, tail)
+			if err != nil {
+				return nil, err
+			}
+			if ok && oldest.Before(from) {
+				from = p.floor(oldest)
+			}
+		}
+	}
+	until := p.floor(now)
+	for range m.cfg.Lookahead + 1 {
+		until = p.next(until)
+	}
+	var parts []sqlshared.PartitionRange
+	for s := from; s.Before(until); {
+		start := p.floor(s)
+		e := p.next(start)
+		parts = append(parts, sqlshared.PartitionRange{Label: p.label(start), Start: s, End: e})
+		s = e
+		if len(parts) > MaxCreate {
+			return nil, fmt.Errorf("postbox: partition: %s partitions from %s to %s are more than %d; create the oldest by hand or choose a longer Period",
+				p, from.Format(time.RFC3339), until.Format(time.RFC3339), MaxCreate)
+		}
+	}
+	if err := m.d.AddPartitions(ctx, sess, m.names, tail, parts, m.logDDL); err != nil {
+		return nil, fmt.Errorf("postbox: create partitions: %w", err)
+	}
+	labels := make([]string, len(parts))
+	for i, pr := range parts {
+		labels[i] = pr.Label
+	}
+	return labels, nil
+}
+
+func (m *Maintainer) logDDL(ctx context.Context, stmt string) {
+	m.log.InfoContext(ctx, "partition DDL", "sql", stmt)
+}
+
+// Run maintains at once and then every Interval until ctx is done, and returns nil. Errors are logged and the
+// next run tries again; a run that finds another maintainer at work skips its turn.
+func (m *Maintainer) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		_, err := m.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, postbox.ErrLocked):
+			m.log.DebugContext(ctx, "another maintainer is at work; skipping this run")
+		case err != nil:
+			m.log.ErrorContext(ctx, "partition maintenance failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

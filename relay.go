@@ -1,0 +1,295 @@
+package postbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// Relay moves committed messages from the outbox to a Publisher. Any number of relays, in one process or many,
+// may run on the same table: each claim locks its rows and skips rows locked by others.
+type Relay[TTx any] struct {
+	client  *Client[TTx]
+	pub     Publisher
+	cfg     RelayConfig
+	log     *slog.Logger
+	wake    chan struct{}
+	cleaner *Cleaner[TTx] // nil unless KeepPublished
+	running atomic.Bool
+	stats   relayCounters
+	polls   pollGate
+}
+
+// RelayStats are a relay's running totals since it was made.
+type RelayStats struct {
+	Published int64 // messages the broker acknowledged
+	Failed    int64 // failed publish attempts that will be retried
+	Dead      int64 // messages parked as dead
+	Batches   int64 // batches settled
+	Errors    int64 // claim, settle or listen errors (database trouble); the relay retries them
+	Wakeups   int64 // notifications received from enqueuing clients (LISTEN)
+	Listening bool  // whether the relay is listening for notifications now
+}
+
+type relayCounters struct {
+	published, failed, dead, batches, errors, wakeups atomic.Int64
+	listening                                         atomic.Bool
+}
+
+// NewRelay returns a relay publishing client's outbox through pub. cfg may be nil for the defaults. It does no
+// I/O; call Run.
+func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*Relay[TTx], error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: NewRelay needs a client from NewClient", ErrInvalidConfig)
+	}
+	if pub == nil {
+		return nil, fmt.Errorf("%w: NewRelay needs a Publisher", ErrInvalidConfig)
+	}
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := client.store.(driver.OrderedClaimer); c.Ordered && !ok {
+		return nil, fmt.Errorf("%w: RelayConfig.Ordered is set but the %s driver cannot claim in order", ErrInvalidConfig,
+			client.drv.Capabilities().Dialect)
+	}
+	if c.Ordered && !client.cfg.Ordered {
+		return nil, fmt.Errorf("%w: RelayConfig.Ordered needs a client with Config.Ordered, whose migration indexes messages by key; set it and run Migrate",
+			ErrInvalidConfig)
+	}
+	log := c.Logger
+	if log == nil {
+		log = client.cfg.Logger
+	}
+	r := &Relay[TTx]{client: client, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
+		wake: make(chan struct{}, 1)}
+	if c.KeepPublished {
+		r.cleaner = &Cleaner[TTx]{client: client, log: r.log, cfg: CleanupConfig{Retention: c.Retention,
+			Interval: c.CleanupInterval, BatchSize: c.CleanupBatch}}
+	}
+	return r, nil
+}
+
+// Stats returns the relay's running totals.
+func (r *Relay[TTx]) Stats() RelayStats {
+	return RelayStats{Published: r.stats.published.Load(), Failed: r.stats.failed.Load(), Dead: r.stats.dead.Load(),
+		Batches: r.stats.batches.Load(), Errors: r.stats.errors.Load(), Wakeups: r.stats.wakeups.Load(),
+		Listening: r.stats.listening.Load()}
+}
+
+// Wake makes an idle worker claim at once instead of waiting for the poll interval. Call it after committing a
+// transaction that enqueued messages, when the relay runs in the same process. It never blocks.
+func (r *Relay[TTx]) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx is cancelled, then lets every in-flight batch finish publishing and settle, and returns nil.
+// Database and broker errors are logged and retried, never returned. Run returns an error only if the relay is
+// already running.
+func (r *Relay[TTx]) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("postbox: relay is already running; make one relay per Run")
+	}
+	defer r.running.Store(false)
+	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(ctx)
+		}()
+	}
+	if l, ok := r.client.drv.(driver.Listener); ok && !r.cfg.DisableListen {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.listen(ctx, l)
+		}()
+	}
+	if r.cleaner != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.cleaner.Run(ctx) // it logs its own errors and returns nil
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (r *Relay[TTx]) work(ctx context.Context) {
+	errDelay := r.cfg.PollInterval
+	woke := false // whether the last wait ended with a wake-up
+	warm := false // whether the last claim followed activity
+	for ctx.Err() == nil {
+		n, err := r.RunOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return // stopping: a claim cut short by cancellation is not a failure
+		case err != nil:
+			r.stats.errors.Add(1)
+			r.log.ErrorContext(ctx, "relay batch failed; retrying", "err", err, "retry_in", errDelay)
+			woke = r.wait(ctx, errDelay)
+			errDelay = min(errDelay*2, 30*time.Second)
+		case n == r.cfg.BatchSize:
+			errDelay, warm = r.cfg.PollInterval, true
+			if r.cfg.Workers > 1 {
+				r.Wake() // a backlog: bring in an idle worker too, while this one claims again at once
+			}
+		case n > 0 || woke:
+			// Messages are flowing, or a client just woke us: transactions that committed a moment later carry
+			// no wake-up of their own, so look again shortly.
+			errDelay, warm = r.cfg.PollInterval, true
+			woke = r.wait(ctx, r.cfg.RecheckDelay)
+		default:
+			errDelay = r.cfg.PollInterval
+			woke, warm = r.idle(ctx, warm), false
+		}
+	}
+}
+
+// wait returns after d, on a wake-up, or when ctx is done, and reports whether a wake-up ended it.
+func (r *Relay[TTx]) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-r.wake:
+		return true
+	}
+	return false
+}
+
+// RunOnce claims one batch, publishes it and settles it, and returns the number of records it claimed. Once a
+// batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
+// shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
+func (r *Relay[TTx]) RunOnce(ctx context.Context) (int, error) {
+	clock := r.client.cfg.Clock
+	claim, err := r.claim(ctx, driver.ClaimParams{Limit: r.cfg.BatchSize, Now: clock.Now()})
+	if err != nil {
+		return 0, fmt.Errorf("claim: %w", err)
+	}
+	recs := claim.Records()
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	started := clock.Now()
+	// From here on the batch must settle: detach from ctx so cancellation means "finish this batch".
+	detached := context.WithoutCancel(ctx)
+	pctx, cancel := context.WithTimeout(detached, r.cfg.PublishTimeout)
+	errs := r.publishChecked(pctx, recs)
+	cancel()
+
+	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC()}
+	var dead int64
+	deadFlags := make([]bool, len(recs))
+	for i, rec := range recs {
+		if errs[i] == nil {
+			st.Published = append(st.Published, rec.ID)
+			continue
+		}
+		f := driver.Failure{ID: rec.ID, Attempts: rec.Attempts + 1, LastError: truncate(errs[i].Error(), MaxLastErrorLen)}
+		f.Dead = IsPermanent(errs[i]) || f.Attempts >= r.cfg.MaxAttempts
+		f.AvailableAt = st.Now.Add(r.cfg.backoff(f.Attempts))
+		if f.Dead {
+			dead++
+			deadFlags[i] = true
+			r.log.WarnContext(ctx, "message parked as dead", "id", rec.ID, "topic", rec.Topic, "attempts", f.Attempts, "err", errs[i])
+		}
+		st.Failed = append(st.Failed, f)
+	}
+	sctx, cancel := context.WithTimeout(detached, r.cfg.SettleTimeout)
+	defer cancel()
+	err = claim.Settle(sctx, st)
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.ObserveBatch(ctx, BatchReport{Records: recs, Errs: errs, Dead: deadFlags, Started: started,
+			SettledAt: clock.Now(), Err: err})
+	}
+	if err != nil {
+		// The claim's transaction is gone, so the records are pending again and will be republished: the only
+		// duplicates the relay makes.
+		return len(recs), fmt.Errorf("settle %d records: %w", len(recs), err)
+	}
+	r.stats.batches.Add(1)
+	r.stats.published.Add(int64(len(st.Published)))
+	r.stats.failed.Add(int64(len(st.Failed)) - dead)
+	r.stats.dead.Add(dead)
+	if len(st.Failed) > 0 {
+		r.log.WarnContext(ctx, "publish failed", "failed", len(st.Failed), "dead", dead, "published", len(st.Published),
+			"first_err", st.Failed[0].LastError)
+	}
+	return len(recs), nil
+}
+
+// publishChecked publishes the records that meet the client's registry, if it has one, and fails the others
+// permanently, so that a message no consumer could accept is parked as dead instead of published.
+func (r *Relay[TTx]) publishChecked(ctx context.Context, recs []Record) []error {
+	reg := r.client.cfg.Registry
+	if reg == nil {
+		return r.publish(ctx, recs)
+	}
+	errs := make([]error, len(recs))
+	valid := make([]Record, 0, len(recs))
+	idx := make([]int, 0, len(recs))
+	for i, rec := range recs {
+		if err := reg.Check(rec.Message); err != nil {
+			errs[i] = Permanent(fmt.Errorf("refused by the event registry, not published: %w", err))
+			continue
+		}
+		valid = append(valid, rec)
+		idx = append(idx, i)
+	}
+	if len(valid) > 0 {
+		for j, err := range r.publish(ctx, valid) {
+			errs[idx[j]] = err
+		}
+	}
+	return errs
+}
+
+// publish calls the publisher and returns one error per record.
+func (r *Relay[TTx]) publish(ctx context.Context, recs []Record) (errs []error) {
+	errs = make([]error, len(recs))
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("postbox: publisher panicked: %v", p)
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	err := r.pub.Publish(ctx, recs)
+	if err == nil {
+		return errs
+	}
+	var be *BatchError
+	if errors.As(err, &be) && len(be.Errs) == len(recs) {
+		copy(errs, be.Errs)
+		return errs
+	}
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// truncate makes s fit a text column: valid UTF-8 without NUL (PostgreSQL rejects both, and a settle that fails on
+// an error's text would republish its batch for ever), at most n bytes.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") // never cut a character in half
+}

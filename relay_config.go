@@ -1,0 +1,162 @@
+package postbox
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults for RelayConfig.
+const (
+	DefaultBatchSize       = 500
+	DefaultWorkers         = 2
+	DefaultPollInterval    = 500 * time.Millisecond
+	DefaultPublishTimeout  = 10 * time.Second
+	DefaultSettleTimeout   = 30 * time.Second
+	DefaultMaxAttempts     = 20
+	DefaultBackoffBase     = time.Second
+	DefaultBackoffMax      = 10 * time.Minute
+	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultCleanupInterval = time.Minute
+	DefaultCleanupBatch    = 1000
+	DefaultRecheckDelay    = 2 * time.Millisecond
+	// MaxLastErrorLen bounds the error text kept on a record.
+	MaxLastErrorLen = 2000
+)
+
+// RelayConfig configures a Relay. The zero value is valid: every field has a default.
+type RelayConfig struct {
+	// BatchSize is the most records one claim takes. Default: DefaultBatchSize (500).
+	BatchSize int
+	// Workers is the number of claim-publish-settle loops in this relay. Each holds one database connection
+	// while it publishes. With two, one worker claims and settles while the other waits for the broker's acks.
+	// Default: DefaultWorkers (2), or 1 in ordered mode.
+	Workers int
+	// PollInterval is how often an idle worker looks for messages when no wake-up comes: it is the latency bound
+	// without LISTEN, and the backstop with it. An idle worker looks with one cheap statement, and claims only
+	// when that finds something. After a full batch it claims again at once. Default: DefaultPollInterval (500ms).
+	PollInterval time.Duration
+	// PublishTimeout bounds each Publish call; a batch that times out is retried. Default: DefaultPublishTimeout
+	// (10s).
+	PublishTimeout time.Duration
+	// SettleTimeout bounds the statement that records a published batch. A settle that fails leaves the batch
+	// to be published again, so it gets more room than a publish. Default: DefaultSettleTimeout (30s).
+	SettleTimeout time.Duration
+	// MaxAttempts is how many failed publishes park a message as dead. Default: DefaultMaxAttempts (20), which
+	// with the default backoff keeps retrying for about two hours.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the retry delay: BackoffBase·2^(attempts-1), at most BackoffMax, less up to
+	// 20% jitter so that failed batches spread out. Defaults: DefaultBackoffBase (1s), DefaultBackoffMax (10m).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Backoff, when set, replaces the default delay: it returns how long to wait after the given failed attempt
+	// (1 after the first failure).
+	Backoff func(attempt int) time.Duration
+	// KeepPublished marks published messages as published instead of deleting them, for audit and replay; the
+	// relay then deletes them after Retention. Default: false (delete at once).
+	KeepPublished bool
+	// Retention is how long KeepPublished keeps published messages. Default: DefaultRetention (7 days).
+	Retention time.Duration
+	// CleanupInterval is how often a KeepPublished relay deletes expired messages, and CleanupBatch how many rows
+	// each delete takes at most. Defaults: DefaultCleanupInterval (1m) and DefaultCleanupBatch (1000).
+	CleanupInterval time.Duration
+	CleanupBatch    int
+	// Logger receives the relay's logs. Default: the client's logger.
+	Logger *slog.Logger
+
+	// Ordered publishes the messages of each key one at a time, in enqueue order: a message is claimed only when
+	// no earlier message with its key is pending, so a failing message holds back its own key and no other. Keys
+	// are spread over workers and relays; messages with an empty key are not ordered. Enqueue order is commit
+	// order only when the application serialises the transactions of one key, as it does by locking the
+	// aggregate's row. A claim walks pending messages in ID order until it has BatchSize heads of keys; when
+	// fewer heads are free to claim, because there are few keys or other workers and relays hold them, it walks
+	// the whole backlog. Keep BatchSize at most the number of busy keys divided by the number of ordered workers
+	// on the table (one per relay by default). The table set needs Config.Ordered. Default: false.
+	Ordered bool
+	// DeadHoldsKey, in ordered mode, keeps a dead message's key blocked until an operator retries or purges it.
+	// Default: false, a dead message releases its key.
+	DeadHoldsKey bool
+	// DisableListen stops the relay from listening for the wake-ups that clients send when they enqueue
+	// (PostgreSQL LISTEN through pgxv5), so it finds messages by polling alone. Set it behind a connection pooler
+	// in transaction mode, such as PgBouncer, where LISTEN does not work. Default: false.
+	DisableListen bool
+	// RecheckDelay is how soon a worker claims again after a claim that found fewer than BatchSize messages, or
+	// after a wake-up: transactions that committed just after the one that woke the relay are caught then rather
+	// than at the next poll. When that claim finds nothing the worker falls idle, looking again after 4, 16, 64...
+	// times RecheckDelay, up to PollInterval. While messages flow, the time from commit to publish is about half
+	// of RecheckDelay plus one claim. Default: DefaultRecheckDelay (2ms).
+	RecheckDelay time.Duration
+	// Observer, when set, receives the outcome of every batch, for metrics. Default: none.
+	Observer RelayObserver
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *RelayConfig) WithDefaults() RelayConfig {
+	var out RelayConfig
+	if c != nil {
+		out = *c
+	}
+	setDefault(&out.BatchSize, DefaultBatchSize)
+	if out.Workers == 0 && out.Ordered {
+		// A second worker would hold heads of keys that the first must scan past: see RelayConfig.Ordered.
+		out.Workers = 1
+	}
+	setDefault(&out.Workers, DefaultWorkers)
+	setDefault(&out.PollInterval, DefaultPollInterval)
+	setDefault(&out.PublishTimeout, DefaultPublishTimeout)
+	setDefault(&out.SettleTimeout, DefaultSettleTimeout)
+	setDefault(&out.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&out.BackoffBase, DefaultBackoffBase)
+	setDefault(&out.BackoffMax, DefaultBackoffMax)
+	setDefault(&out.Retention, DefaultRetention)
+	setDefault(&out.CleanupInterval, DefaultCleanupInterval)
+	setDefault(&out.CleanupBatch, DefaultCleanupBatch)
+	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
+	return out
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+func (c RelayConfig) validate() error {
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)}, {"PollInterval", int64(c.PollInterval)},
+		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
+		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)}, {"Retention", int64(c.Retention)},
+		{"CleanupInterval", int64(c.CleanupInterval)}, {"CleanupBatch", int64(c.CleanupBatch)},
+		{"RecheckDelay", int64(c.RecheckDelay)},
+	}
+	for _, p := range positive {
+		if p.v < 0 {
+			return fmt.Errorf("%w: RelayConfig.%s is negative; use a positive value or 0 for the default", ErrInvalidConfig, p.name)
+		}
+	}
+	if c.DeadHoldsKey && !c.Ordered {
+		return fmt.Errorf("%w: RelayConfig.DeadHoldsKey is set without Ordered; it applies to ordered mode only", ErrInvalidConfig)
+	}
+	if c.BackoffMax < c.BackoffBase {
+		return fmt.Errorf("%w: RelayConfig.BackoffMax (%v) is below BackoffBase (%v)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)
+	}
+	return nil
+}
+
+// backoff returns the delay after the given failed attempt.
+func (c RelayConfig) backoff(attempt int) time.Duration {
+	if c.Backoff != nil {
+		return c.Backoff(attempt)
+	}
+	d := c.BackoffBase
+	for i := 1; i < attempt && d < c.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.BackoffMax)
+	return d - time.Duration(rand.Float64()*0.2*float64(d))
+}

@@ -1,0 +1,109 @@
+package postbox
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// maxListenRetry caps the delay between attempts to listen again after the listening connection failed.
+const maxListenRetry = 30 * time.Second
+
+// claim claims the next batch, in per-key order when the relay is ordered.
+func (r *Relay[TTx]) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
+	if r.cfg.Ordered {
+		return r.client.store.(driver.OrderedClaimer).ClaimOrdered(ctx, p, r.cfg.DeadHoldsKey)
+	}
+	return r.client.store.Claim(ctx, p)
+}
+
+// idle waits until a wake-up, or until a look finds something to claim, or ctx is done, and reports whether a
+// wake-up ended it. An idle relay looks every PollInterval. Right after activity (warm) it looks sooner, then ever
+// less often, up to PollInterval: a transaction that enqueued without a wake-up of its own (within a client's
+// NotifyInterval of another) and committed after the last claim is found within milliseconds, not at the next
+// poll. Where the store can peek, a look is one statement instead of a claim's transaction.
+func (r *Relay[TTx]) idle(ctx context.Context, warm bool) bool {
+	peeker, _ := r.client.store.(driver.Peeker)
+	delay := r.cfg.PollInterval
+	if warm && peeker != nil {
+		delay = min(4*r.cfg.RecheckDelay, r.cfg.PollInterval)
+	}
+	for {
+		if r.wait(ctx, delay) {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if delay >= r.cfg.PollInterval && !r.polls.take(r.cfg.PollInterval) {
+			continue // another idle worker polled a moment ago
+		}
+		delay = min(4*delay, r.cfg.PollInterval)
+		if peeker == nil {
+			return false
+		}
+		found, err := peeker.Claimable(ctx, r.client.cfg.Clock.Now())
+		if err != nil || found {
+			return false // claim now; a database error shows up there and is counted and logged once
+		}
+	}
+}
+
+// listen keeps a listening connection open while ctx lasts and turns each notification into a wake-up. When the
+// connection fails the relay goes on polling, and listens again after a backoff.
+func (r *Relay[TTx]) listen(ctx context.Context, l driver.Listener) {
+	channel := r.client.cfg.names().Channel()
+	retry := r.cfg.PollInterval
+	ready := func() {
+		retry = r.cfg.PollInterval
+		r.stats.listening.Store(true)
+		r.Wake() // notifications sent while not listening are lost: look now
+	}
+	wake := func() {
+		r.stats.wakeups.Add(1)
+		r.Wake()
+	}
+	for {
+		err := l.Listen(ctx, channel, ready, wake)
+		r.stats.listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		r.stats.errors.Add(1)
+		r.log.WarnContext(ctx, "listening for wake-ups failed; polling until it is back", "err", err, "retry_in", retry)
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		retry = min(retry*2, maxListenRetry)
+	}
+}
+
+// pollGate lets one idle worker of a relay poll per PollInterval, so that an idle relay's cost does not grow with
+// its workers.
+type pollGate struct {
+	once  sync.Once
+	epoch time.Time
+	last  atomic.Int64 // nanoseconds since epoch of the last poll
+}
+
+// take reports whether the caller may poll now, and if so records the poll. Polls closer than nine tenths of the
+// interval are refused, which leaves room for the workers' timers to drift.
+func (g *pollGate) take(interval time.Duration) bool {
+	g.once.Do(func() {
+		g.epoch = time.Now()
+		g.last.Store(-int64(interval))
+	})
+	now := int64(time.Since(g.epoch))
+	last := g.last.Load()
+	if now-last < int64(interval)*9/10 {
+		return false
+	}
+	return g.last.CompareAndSwap(last, now)
+}
