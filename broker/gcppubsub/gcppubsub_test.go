@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,36 +198,40 @@ func TestRejectAcksForeignAndRejected(t *testing.T) {
 	topic := brokertest.Topic()
 	ensureTopic(t, c, topic)
 	ensureSub(t, c, &pubsubpb.Subscription{Name: "s-" + topic, Topic: topic})
-	foreign := srv.Publish("projects/"+project+"/topics/"+topic, []byte("plain"), map[string]string{"a": "b"})
+	srv.Publish("projects/"+project+"/topics/"+topic, []byte("plain"), map[string]string{"a": "b"})
 	recs := brokertest.Records(topic, 2, 0)
 	if err := publisher(t, c, nil).Publish(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
 	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, Logger: quietLogger()})
-	var mu sync.Mutex
-	seen := map[string]bool{}
 	handle := broker.AckPolicy{Logger: quietLogger()}.Wrap(func(_ context.Context, m postbox.Message) error {
 		if m.ID == recs[0].ID {
 			return postbox.Permanent(errors.New("never"))
 		}
 		return nil
 	})
-	receiveUntil(t, sub, handle, func(d *broker.Delivery) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		seen[d.Message.ID] = true
-		return seen[recs[0].ID] && seen[recs[1].ID]
-	})
+	// Pub/Sub delivers the three in any order, so Receive runs until the server has every ack, not until the
+	// handler has seen the two Postbox messages: the foreign one may still be in flight then.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sub.Receive(ctx, handle) }()
 	waitFor(t, "every message acked once", func() bool {
-		for _, m := range srv.Messages() {
+		ms := srv.Messages()
+		for _, m := range ms {
 			if m.Acks != 1 {
 				return false
 			}
 		}
-		return true
+		return len(ms) == 3
 	})
-	if m := srv.Message(foreign); m.Deliveries != 1 {
-		t.Fatalf("the foreign message was delivered %d times, want once", m.Deliveries)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	for _, m := range srv.Messages() {
+		if m.Deliveries != 1 {
+			t.Errorf("message %s (ce-id %q) was delivered %d times, want once", m.ID, m.Attributes["ce-id"], m.Deliveries)
+		}
 	}
 }
 
