@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"strings"
 	"sync"
@@ -48,7 +47,6 @@ type Subscriber struct {
 	cfg     SubscriberConfig
 	log     *slog.Logger
 	running atomic.Bool
-	seed    maphash.Seed
 }
 
 // NewSubscriber returns a subscriber configured by cfg. It does no I/O.
@@ -78,7 +76,7 @@ func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Subscriber{cfg: c, log: log, seed: maphash.MakeSeed()}, nil
+	return &Subscriber{cfg: c, log: log}, nil
 }
 
 // errCancelled: the broker cancelled the consumer (the queue was deleted, or a quorum queue lost its leader).
@@ -102,24 +100,10 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 	}
 
 	delays := &delayer{pending: map[*delayed]bool{}}
-	lanes := make([]chan *broker.Delivery, s.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i := range lanes {
-		lanes[i] = make(chan *broker.Delivery)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range lanes[i] {
-				broker.Dispatch(ctx, d, handle)
-			}
-		}()
-	}
+	lanes := broker.NewLanes(s.cfg.Concurrency, 0, func(d *broker.Delivery) { broker.Dispatch(ctx, d, handle) })
 	var conn *amqp.Connection
 	defer func() {
-		for _, l := range lanes {
-			close(l)
-		}
-		wg.Wait()
+		lanes.Close()
 		delays.flush() // nacks while the channel is still open, so the messages go back at once
 		if conn != nil {
 			_ = conn.Close() // requeues whatever is still unacked
@@ -153,7 +137,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 
 // consume opens a channel on conn and dispatches its deliveries to the lanes until ctx ends or the channel
 // closes. It resets retry once consuming started.
-func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes []chan *broker.Delivery, delays *delayer, retry *backoff) error {
+func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes *broker.Lanes[*broker.Delivery], delays *delayer, retry *backoff) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
@@ -168,7 +152,6 @@ func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes [
 		return err
 	}
 	retry.reset()
-	next := 0 // round robin for keyless messages
 	for {
 		var msg amqp.Delivery
 		var ok bool
@@ -191,14 +174,8 @@ func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes [
 		if !ok {
 			continue
 		}
-		lane := next
-		if key := d.Message.Key; key != "" {
-			lane = int(maphash.String(s.seed, key) % uint64(len(lanes)))
-		} else {
-			next = (next + 1) % len(lanes)
-		}
 		select {
-		case lanes[lane] <- d:
+		case lanes.For(d.Message.Key) <- d:
 		case <-ctx.Done():
 			_ = msg.Nack(false, true)
 			s.stop(ch, tag, deliveries)

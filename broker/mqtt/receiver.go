@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -19,9 +17,7 @@ type receiver struct {
 	ctx    context.Context
 	s      *Subscriber
 	handle broker.DeliveryHandler
-	lanes  []chan item
-	wg     sync.WaitGroup // the lanes
-	next   atomic.Uint64  // round robin for keyless messages
+	lanes  *broker.Lanes[item]
 
 	fatal chan error    // a refusal retrying cannot fix; buffered
 	wake  chan struct{} // the redelivery deadline moved; buffered
@@ -49,33 +45,20 @@ type connection struct {
 }
 
 func newReceiver(ctx context.Context, s *Subscriber, handle broker.DeliveryHandler) *receiver {
-	r := &receiver{ctx: ctx, s: s, handle: handle, lanes: make([]chan item, s.cfg.Concurrency),
-		fatal: make(chan error, 1), wake: make(chan struct{}, 1)}
-	for i := range r.lanes {
-		// Buffered, so that paho's router goroutine does not wait for a busy handler: autopaho cannot notice a
-		// lost connection and reconnect while that goroutine is blocked. The server sends at most Prefetch
-		// unacknowledged messages per connection.
-		r.lanes[i] = make(chan item, s.cfg.Prefetch)
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			for it := range r.lanes[i] {
-				if it.conn.isOpen() { // else it is not acknowledged, and the next connection brings it again
-					broker.Dispatch(ctx, it.d, handle)
-				}
-				it.conn.inflight.Done()
-			}
-		}()
-	}
+	r := &receiver{ctx: ctx, s: s, handle: handle, fatal: make(chan error, 1), wake: make(chan struct{}, 1)}
+	// Buffered, so that paho's router goroutine does not wait for a busy handler: autopaho cannot notice a lost
+	// connection and reconnect while that goroutine is blocked. The server sends at most Prefetch unacknowledged
+	// messages per connection.
+	r.lanes = broker.NewLanes(s.cfg.Concurrency, s.cfg.Prefetch, func(it item) {
+		if it.conn.isOpen() { // else it is not acknowledged, and the next connection brings it again
+			broker.Dispatch(ctx, it.d, handle)
+		}
+		it.conn.inflight.Done()
+	})
 	return r
 }
 
-func (r *receiver) stopLanes() {
-	for _, l := range r.lanes {
-		close(l)
-	}
-	r.wg.Wait()
-}
+func (r *receiver) stopLanes() { r.lanes.Close() }
 
 // run connects, and reconnects whenever a nack asks for redelivery, until ctx ends or the server refuses the
 // subscriber.
@@ -235,28 +218,11 @@ func (r *receiver) dispatch(c *connection, pr paho.PublishReceived) {
 		attempt = 0 // delivered before, how often the server does not say
 	}
 	d := broker.NewDelivery(e, attempt, &acker{r: r, conn: c, client: pr.Client, pkt: pr.Packet})
-	lane := r.lane(e.Message.Key)
 	select {
-	case r.lanes[lane] <- item{d: d, conn: c}:
+	case r.lanes.For(e.Message.Key) <- item{d: d, conn: c}:
 	case <-c.closing:
 		c.inflight.Done()
 	}
-}
-
-// lane returns the lane for a message: by key, so that one key is handled in order, or the least busy one.
-func (r *receiver) lane(key string) int {
-	if key != "" {
-		return int(maphash.String(r.s.seed, key) % uint64(len(r.lanes)))
-	}
-	start := int(r.next.Add(1) % uint64(len(r.lanes)))
-	best := start
-	for i := range r.lanes {
-		l := (start + i) % len(r.lanes)
-		if len(r.lanes[l]) < len(r.lanes[best]) {
-			best = l
-		}
-	}
-	return best
 }
 
 func (c *connection) isOpen() bool {

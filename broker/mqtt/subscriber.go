@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -69,7 +68,6 @@ type Subscriber struct {
 	url     *url.URL
 	log     *slog.Logger
 	running atomic.Bool
-	seed    maphash.Seed
 }
 
 // NewSubscriber returns a subscriber configured by cfg. It does no I/O.
@@ -119,7 +117,7 @@ func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Subscriber{cfg: c, url: u, log: log, seed: maphash.MakeSeed()}, nil
+	return &Subscriber{cfg: c, url: u, log: log}, nil
 }
 
 // filters returns the filters to subscribe to, shared when Group is set.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,7 +48,6 @@ type Subscriber struct {
 	ce      broker.CloudEvents
 	log     *slog.Logger
 	running atomic.Bool
-	seed    maphash.Seed
 }
 
 // NewSubscriber returns a subscriber on cons, a pull consumer with AckPolicy explicit (see EnsureConsumer). It
@@ -81,7 +78,7 @@ func NewSubscriber(cons jetstream.Consumer, cfg *SubscriberConfig) (*Subscriber,
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Subscriber{cons: cons, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS}, log: log, seed: maphash.MakeSeed()}, nil
+	return &Subscriber{cons: cons, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS}, log: log}, nil
 }
 
 // Receive pulls messages and calls handle for each until ctx is cancelled (see broker.Subscriber). On the way
@@ -108,26 +105,9 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 		return fmt.Errorf("natsbroker: pull from consumer: %w", err)
 	}
 
-	var wg sync.WaitGroup
-	lanes := make([]chan *broker.Delivery, s.cfg.Concurrency)
-	for i := range lanes {
-		lanes[i] = make(chan *broker.Delivery)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range lanes[i] {
-				broker.Dispatch(ctx, d, handle)
-			}
-		}()
-	}
-	defer func() {
-		for _, l := range lanes {
-			close(l)
-		}
-		wg.Wait()
-	}()
+	lanes := broker.NewLanes(s.cfg.Concurrency, 0, func(d *broker.Delivery) { broker.Dispatch(ctx, d, handle) })
+	defer lanes.Close()
 
-	next := 0 // round robin for keyless messages
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -142,14 +122,8 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 		if !ok {
 			continue
 		}
-		lane := next
-		if key := d.Message.Key; key != "" {
-			lane = int(maphash.String(s.seed, key) % uint64(len(lanes)))
-		} else {
-			next = (next + 1) % len(lanes)
-		}
 		select {
-		case lanes[lane] <- d:
+		case lanes.For(d.Message.Key) <- d:
 		case <-ctx.Done():
 			_ = msg.Nak()
 			s.drain(ctx, it)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/broker"
@@ -25,9 +23,7 @@ const (
 type run struct {
 	s      *Subscriber
 	handle broker.DeliveryHandler
-	lanes  []chan *broker.Delivery
-	seed   maphash.Seed
-	next   atomic.Uint64 // round robin for keyless messages
+	lanes  *broker.Lanes[*broker.Delivery]
 	wake   chan struct{} // a Nack asks the claim loop to look now
 
 	mu     sync.Mutex
@@ -36,34 +32,19 @@ type run struct {
 }
 
 func newRun(s *Subscriber, handle broker.DeliveryHandler) *run {
-	r := &run{s: s, handle: handle, seed: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
-	r.lanes = make([]chan *broker.Delivery, s.cfg.Concurrency)
-	for i := range r.lanes {
-		r.lanes[i] = make(chan *broker.Delivery)
-	}
-	return r
+	return &run{s: s, handle: handle, wake: make(chan struct{}, 1)}
 }
 
 // run starts the lanes and both loops, and returns once all of them stopped.
 func (r *run) run(ctx context.Context) error {
 	ctx, r.cancel = context.WithCancel(ctx)
 	defer r.cancel()
-	var lanes sync.WaitGroup
-	for _, l := range r.lanes {
-		lanes.Go(func() {
-			for d := range l {
-				broker.Dispatch(ctx, d, r.handle)
-			}
-		})
-	}
+	r.lanes = broker.NewLanes(r.s.cfg.Concurrency, 0, func(d *broker.Delivery) { broker.Dispatch(ctx, d, r.handle) })
 	var loops sync.WaitGroup
 	loops.Go(func() { r.readLoop(ctx) })
 	loops.Go(func() { r.claimLoop(ctx) })
 	loops.Wait()
-	for _, l := range r.lanes {
-		close(l)
-	}
-	lanes.Wait()
+	r.lanes.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.err
@@ -237,9 +218,8 @@ func (r *run) deliver(ctx context.Context, stream string, msgs []redis.XMessage,
 			attempt = attempts[m.ID]
 		}
 		d := broker.NewDelivery(e, attempt, &acker{r: r, stream: stream, id: m.ID})
-		lane := r.lane(e.Message.Key)
 		select {
-		case r.lanes[lane] <- d:
+		case r.lanes.For(e.Message.Key) <- d:
 		case <-ctx.Done():
 			ids := make([]string, 0, len(msgs)-i)
 			for _, m := range msgs[i:] {
@@ -251,14 +231,6 @@ func (r *run) deliver(ctx context.Context, stream string, msgs []redis.XMessage,
 			return
 		}
 	}
-}
-
-// lane picks the handler lane of a message: by key, so one key's messages stay in order, or round robin.
-func (r *run) lane(key string) int {
-	if key != "" {
-		return int(maphash.String(r.seed, key) % uint64(len(r.lanes)))
-	}
-	return int(r.next.Add(1) % uint64(len(r.lanes)))
 }
 
 // drop acknowledges an entry that cannot be delivered: not a Postbox message, or deleted while pending.

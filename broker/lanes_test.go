@@ -1,0 +1,61 @@
+package broker_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/postbox-go/postbox/broker"
+)
+
+func TestLanesKeepKeyOrder(t *testing.T) {
+	type msg struct {
+		key string
+		seq int
+	}
+	var mu sync.Mutex
+	got := map[string][]int{}
+	lanes := broker.NewLanes(4, 2, func(m msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.key] = append(got[m.key], m.seq)
+	})
+	const keys, each = 10, 200
+	for i := range each {
+		for k := range keys {
+			key := fmt.Sprint("k", k)
+			lanes.For(key) <- msg{key, i}
+		}
+	}
+	lanes.Close() // waits for every lane to finish what it holds
+	for k := range keys {
+		key := fmt.Sprint("k", k)
+		if len(got[key]) != each {
+			t.Fatalf("key %s: handled %d messages, want %d", key, len(got[key]), each)
+		}
+		for i, seq := range got[key] {
+			if seq != i {
+				t.Fatalf("key %s: message %d handled in position %d; one key's messages must stay in order", key, seq, i)
+			}
+		}
+	}
+}
+
+func TestLanesSpreadKeylessMessages(t *testing.T) {
+	const n = 4
+	started := make(chan int, n)
+	release := make(chan struct{})
+	lanes := broker.NewLanes(n, 0, func(i int) {
+		started <- i
+		<-release
+	})
+	// Each lane blocks in its handler, so n keyless messages are only all accepted when each went to its own lane.
+	for i := range n {
+		lanes.For("") <- i
+	}
+	for range n {
+		<-started
+	}
+	close(release)
+	lanes.Close()
+}
