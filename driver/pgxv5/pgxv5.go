@@ -95,6 +95,11 @@ func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error
 
 func (c conn) Query(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) error {
 	rows, err := c.q.Query(ctx, query, args...)
+	return scanRows(rows, err, row)
+}
+
+// scanRows calls row for each of rows (the result of a query that failed with err, or not) and closes them.
+func scanRows(rows pgx.Rows, err error, row func(scan func(...any) error) error) error {
 	if err != nil {
 		return err
 	}

@@ -37,16 +37,7 @@ func (b backend) BeginQuery(ctx context.Context, query string, args []any, row f
 
 func readRows(br pgx.BatchResults, row func(scan func(...any) error) error) error {
 	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return scanRows(rows, err, row)
 }
 
 // pipelinedTx is a transaction begun in a batch on a connection it holds until the transaction ends.
