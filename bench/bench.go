@@ -11,15 +11,14 @@
 //	ordered     the relay in ordered mode over many keys against the unordered relay
 //	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
 //
-// Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
-// command runs the scenarios; Run is the same thing for programs that embed it. docs/PERFORMANCE.md has the
-// figures and how to read them.
+// Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox command
+// runs the scenarios ('postbox bench'); Run is the same thing for programs that embed it. docs/PERFORMANCE.md has
+// the figures and how to read them.
 package bench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -96,28 +95,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// RegisterFlags binds o's fields to flags on fs, so that a command embedding the bench offers the same flags.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.DB, "db", DBPgxV5, "database and client: "+strings.Join([]string{DBPgxV5, DBDatabaseSQL, DBSQLite}, ", "))
-	fs.StringVar(&o.URL, "url", "", "PostgreSQL URL or SQLite file (default "+DefaultPostgresURL+", or a temporary SQLite file)")
-	fs.StringVar(&o.NATSURL, "nats", DefaultNATSURL, "NATS server with JetStream, for relay-nats")
-	fs.IntVar(&o.Events, "events", DefaultEvents, "backlog the relay scenarios drain")
-	fs.IntVar(&o.Rate, "rate", DefaultRate, "events per second in the latency scenario")
-	fs.DurationVar(&o.Duration, "duration", DefaultDuration, "length of each timed phase")
-	fs.IntVar(&o.Clients, "clients", DefaultClients, "concurrent producers in the enqueue scenario")
-	fs.IntVar(&o.NotifyClients, "notify-clients", 32, "concurrent producers in the notify scenario")
-	fs.IntVar(&o.Keys, "keys", DefaultKeys, "distinct keys the events are spread over")
-	fs.StringVar(&o.Topic, "topic", DefaultTopic, "topic of every event, and the NATS subject relay-nats publishes to")
-	fs.IntVar(&o.PayloadBytes, "payload", DefaultPayload, "payload bytes per event")
-	fs.IntVar(&o.BatchSize, "batch", 0, "relay batch size (default: Postbox's default)")
-	fs.IntVar(&o.Workers, "workers", 0, "relay workers (default: Postbox's default)")
-	fs.DurationVar(&o.IdleWindow, "idle", DefaultIdleWindow, "how long the latency scenario watches an idle relay")
-	fs.DurationVar(&o.NotifyInterval, "notify-interval", 0, "clients' NotifyInterval; negative turns notifications off (default: Postbox's default)")
-	fs.DurationVar(&o.RecheckDelay, "recheck", 0, "relays' RecheckDelay (default: Postbox's default)")
-	fs.IntVar(&o.Runs, "runs", 1, "run each scenario this many times and report the medians")
-	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per scenario")
-}
-
 // WithDefaults returns a copy of o with every zero field set to its default.
 func (o Options) WithDefaults() Options {
 	def := func(p *int, v int) {
@@ -154,7 +131,9 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func (o Options) validate() error {
+// Validate reports the first option out of range, such as a negative count or a payload too small to hold a
+// sequence number. Run calls it on o.WithDefaults(); a command calls it to refuse bad input before connecting.
+func (o Options) Validate() error {
 	for _, v := range []struct {
 		name string
 		n    int
@@ -179,11 +158,33 @@ func Scenarios() []string {
 	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox"}
 }
 
+// Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
+// is not a scenario.
+func Describe(scenario string) string {
+	switch scenario {
+	case "enqueue":
+		return "a business transaction with and without one Enqueue; EnqueueBatch of 100 against COPY"
+	case "notify":
+		return "32 producers committing with no wake-up, with Postbox's coalesced one, and with one NOTIFY per transaction"
+	case "relay":
+		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING"
+	case "relay-nats":
+		return "draining the backlog to NATS JetStream with acks against publishing the same messages directly"
+	case "latency":
+		return "commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends"
+	case "ordered":
+		return "the relay in ordered mode over many keys against the unordered relay"
+	case "inbox":
+		return "Process (inbox claim and handler in one transaction) against the handler in a plain transaction"
+	}
+	return ""
+}
+
 // Run runs one scenario, or every scenario when scenario is "all", and writes each result to out as it finishes.
 // It returns the first error; a scenario that cannot run on the chosen database is reported, not failed.
 func Run(ctx context.Context, scenario string, opts Options, out io.Writer) error {
 	o := opts.WithDefaults()
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
 	names := []string{scenario}

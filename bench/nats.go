@@ -20,7 +20,7 @@ import (
 func benchRelayNATS[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
 	nc, err := nats.Connect(o.NATSURL, nats.Name("postbox-bench"))
 	if err != nil {
-		return Result{}, fmt.Errorf("NATS is not reachable at %s (start nats-server -js, or pass --nats): %w", o.NATSURL, err)
+		return Result{}, fmt.Errorf("NATS is not reachable at %s (start nats-server -js, or pass --broker): %w", o.NATSURL, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4*o.BatchSize),

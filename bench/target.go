@@ -225,11 +225,11 @@ func ensurePostgres(ctx context.Context, raw string) (string, error) {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // 3D000: the database does not exist
-		return "", fmt.Errorf("bench: PostgreSQL is not reachable at %s (start it, or pass --url): %w", raw, err)
+		return "", fmt.Errorf("bench: PostgreSQL is not reachable at %s (start it, or pass --db): %w", raw, err)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("bench: --url %q: %w", raw, err)
+		return "", fmt.Errorf("bench: --db %q: %w", raw, err)
 	}
 	name := filepath.Base(u.Path)
 	u.Path = "/postgres"

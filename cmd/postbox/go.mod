@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/bench v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/amqp v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/gcppubsub v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/kafka v0.0.0-00010101000000-000000000000
@@ -103,6 +104,7 @@ require (
 
 replace (
 	github.com/postbox-go/postbox => ../..
+	github.com/postbox-go/postbox/bench => ../../bench
 	github.com/postbox-go/postbox/broker/amqp => ../../broker/amqp
 	github.com/postbox-go/postbox/broker/gcppubsub => ../../broker/gcppubsub
 	github.com/postbox-go/postbox/broker/kafka => ../../broker/kafka

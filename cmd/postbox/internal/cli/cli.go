@@ -43,7 +43,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{demoCommand, relayCommand, migrateCommand, sendCommand, statusCommand, deadCommand,
-		cleanupCommand, partitionsCommand, versionCommand}
+		cleanupCommand, partitionsCommand, benchCommand, versionCommand}
 }
 
 func lookup(name string) *command {
@@ -231,7 +231,7 @@ func printHelp(w io.Writer, c *command) {
 			names += " (repeatable)"
 		}
 		usage := o.usage
-		if o.def != "" && o.def != "0" {
+		if o.def != "" && o.def != "0" && o.def != "0s" {
 			usage += " (default " + o.def + ")"
 		}
 		fmt.Fprintf(w, "  %s\n      %s [%s]\n", names, usage, o.env())

@@ -188,11 +188,9 @@ func dbScheme(raw string) string {
 // instead of failing, and immediate transactions so that a transaction that reads first cannot fail to write.
 // Query parameters in the URL are passed on.
 func sqliteDSN(raw string) (string, error) {
-	_, rest, _ := strings.Cut(raw, ":")
-	rest = strings.TrimPrefix(rest, "//")
-	path, query, _ := strings.Cut(rest, "?")
-	if path == "" {
-		return "", usageErrorf("--db %s: no file; write sqlite:path/to/file.db", raw)
+	path, query, err := sqlitePath(raw)
+	if err != nil {
+		return "", err
 	}
 	extra, err := url.ParseQuery(query)
 	if err != nil {
@@ -209,4 +207,14 @@ func sqliteDSN(raw string) (string, error) {
 		q[k] = append(q[k], vs...)
 	}
 	return "file:" + path + "?" + q.Encode(), nil
+}
+
+// sqlitePath splits sqlite:PATH?QUERY (or sqlite://PATH, sqlite:///ABSOLUTE) into the file and the query.
+func sqlitePath(raw string) (path, query string, err error) {
+	_, rest, _ := strings.Cut(raw, ":")
+	path, query, _ = strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+	if path == "" {
+		return "", "", usageErrorf("--db %s: no file; write sqlite:path/to/file.db", raw)
+	}
+	return path, query, nil
 }
