@@ -1,4 +1,4 @@
-.PHONY: test demo services chaos fuzz
+.PHONY: test demo services chaos fuzz bench
 
 # Every module's vet and tests against the real services, started when down.
 test:
@@ -20,3 +20,8 @@ chaos:
 # Every fuzzer for FUZZTIME each (default 30s); inputs that fail are kept under the package's testdata/fuzz.
 fuzz:
 	scripts/fuzz.sh
+
+# Every benchmark scenario, the median of three runs each, against PostgreSQL and NATS (see docs/PERFORMANCE.md).
+bench:
+	scripts/services.sh
+	go run ./cmd/postbox bench --runs 3
