@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver"
 )
 
 // Names of the tables the scenarios make. They are dropped before and after each scenario.
@@ -56,7 +57,7 @@ func sameClient[TTx any](c *conns[TTx], of *postbox.Client[TTx], change func(*po
 }
 
 func dropOutbox[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], name string) error {
-	for _, tbl := range []string{name, name + "_migrations", name + "_inbox"} {
+	for _, tbl := range []string{name, driver.Derived(name, "_migrations"), name + "_inbox", driver.Derived(name+"_inbox", "_failures")} {
 		if _, err := c.exec(ctx, "DROP TABLE IF EXISTS "+tbl); err != nil {
 			return fmt.Errorf("drop %s: %w", tbl, err)
 		}
