@@ -26,8 +26,8 @@ same load, and prints both rates and their ratio. With no SCENARIO it runs them 
 
 --db is the database to measure: PostgreSQL (through pgx, or database/sql with --driver databasesql; the
 database is created when missing) or SQLite (sqlite:FILE). The bench makes tables named bench_* in it, dropping
-any it finds by those names: give it a database of its own, not an application's. --broker is the NATS server with JetStream for relay-nats;
-the bench makes a stream for --topic and deletes it afterwards.
+any it finds by those names: give it a database of its own, not an application's. --broker is the NATS server
+with JetStream for relay-nats; the bench makes a stream for --topic and deletes it afterwards.
 
 Each result is one line, or with --json one object with scenario, db, events_per_s (Postbox), baseline_per_s,
 ratio (events_per_s / baseline_per_s; with --runs the median of each run's ratio), p50_ms, p99_ms, max_ms and
