@@ -142,8 +142,8 @@ type Maintainer struct {
 	log   *slog.Logger
 }
 
-// New returns a maintainer of client's outbox and inbox tables. cfg may be nil for the defaults. It does no I/O; call Run or
-// RunOnce.
+// New returns a maintainer of client's outbox and inbox tables. cfg may be nil for the defaults. It does no I/O;
+// call Run or RunOnce.
 func New[TTx any](client *postbox.Client[TTx], cfg *Config) (*Maintainer, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: partition.New needs a client from postbox.NewClient", postbox.ErrInvalidConfig)
@@ -180,9 +180,9 @@ type span struct {
 // RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention, in the
 // inbox and then in the outbox. An inbox created without the partitioned layout (before Config.Partitioned shaped
 // the inbox) is left to postbox.Client.InboxCleanup. It returns postbox.ErrLocked, having done nothing, when
-// another maintainer of the same table set is running. On error the
-// Result is empty: on PostgreSQL the whole run is one transaction and was rolled back, while on MySQL, where DDL
-// commits at once, the statements that ran are in the log.
+// another maintainer of the same table set is running. On error the Result is empty: on PostgreSQL the whole run
+// is one transaction and was rolled back, while on MySQL, where DDL commits at once, the statements that ran are
+// in the log.
 func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 	sess, err := m.db.Session(ctx)
 	if err != nil {
