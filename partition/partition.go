@@ -1,5 +1,5 @@
-// Package partition maintains the time partitions of a partitioned outbox (postbox.Config.Partitioned) on
-// PostgreSQL and MySQL: it creates partitions ahead of time and drops those past retention, which removes old
+// Package partition maintains the time partitions of a partitioned outbox and inbox (postbox.Config.Partitioned)
+// on PostgreSQL and MySQL: it creates partitions ahead of time and drops those past retention, which removes old
 // rows without a single DELETE, so a high-volume table neither bloats nor fragments.
 //
 //	client, err := postbox.NewClient(drv, &postbox.Config{Partitioned: true})
@@ -7,10 +7,11 @@
 //	m, err := partition.New(client, &partition.Config{Period: partition.Daily, Retention: 7 * 24 * time.Hour})
 //	go m.Run(ctx)           // or m.RunOnce(ctx) from a cron job
 //
-// Rows are placed by their creation time. A tail partition (pmax on MySQL, DEFAULT on PostgreSQL) takes rows that
-// no named partition covers, so an enqueue never fails when the maintainer falls behind; its next run moves them
-// into their partitions. A partition is never dropped while it holds a pending message, nor a dead one unless
-// Config.DropDead is set. Any number of maintainers may run: a named lock lets one act at a time.
+// Outbox rows are placed by their creation time, inbox claims by the time in their message's UUIDv7 ID. A tail
+// partition (pmax on MySQL, DEFAULT on PostgreSQL) takes rows that no named partition covers, so an enqueue or a
+// claim never fails when the maintainer falls behind; its next run moves them into their partitions. An outbox
+// partition is never dropped while it holds a pending message, nor a dead one unless Config.DropDead is set. Any
+// number of maintainers may run: a named lock lets one act at a time.
 //
 // Every DDL statement is logged at Info before it runs. Creating and dropping partitions takes a brief exclusive
 // lock on the table, which waits for open claims to settle; Config.LockTimeout bounds that wait so producers never
@@ -32,10 +33,12 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultLookahead   = 3
-	DefaultRetention   = postbox.DefaultRetention
-	DefaultInterval    = time.Hour
-	DefaultLockTimeout = 5 * time.Second
+	DefaultLookahead = 3
+	DefaultRetention = postbox.DefaultRetention
+	// DefaultInboxRetention is the inbox cleanup's default retention, 7 days.
+	DefaultInboxRetention = postbox.DefaultInboxRetention
+	DefaultInterval       = time.Hour
+	DefaultLockTimeout    = 5 * time.Second
 	// MaxCreate is the most partitions one run creates. A run that would need more (a maintainer started long
 	// after the table filled, with a short period) returns an error instead of locking the table for long.
 	MaxCreate = 1000
@@ -55,6 +58,12 @@ type Config struct {
 	// older than Retention, unless it still holds a pending message (or a dead one, see DropDead). Default:
 	// DefaultRetention (7 days).
 	Retention time.Duration
+	// InboxRetention is how long inbox claims are kept, counted from their message's creation (the time in its
+	// UUIDv7 ID), which is never later than its delivery: an inbox partition is dropped once its whole range is
+	// older than InboxRetention. It must exceed the longest time from a message's creation to its last possible
+	// redelivery, or a late redelivery is processed again. Claims of IDs that are not UUIDv7 are left to
+	// postbox.Client.InboxCleanup. Default: DefaultInboxRetention (7 days).
+	InboxRetention time.Duration
 	// DropDead lets a partition past retention be dropped with its dead messages. Default: false, so dead
 	// messages keep their partition until an operator retries or purges them.
 	DropDead bool
@@ -78,6 +87,9 @@ func (c *Config) WithDefaults() Config {
 	if out.Retention == 0 {
 		out.Retention = DefaultRetention
 	}
+	if out.InboxRetention == 0 {
+		out.InboxRetention = DefaultInboxRetention
+	}
 	if out.Interval == 0 {
 		out.Interval = DefaultInterval
 	}
@@ -94,7 +106,8 @@ func (c Config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"Lookahead", int64(c.Lookahead)}, {"Retention", int64(c.Retention)}, {"Interval", int64(c.Interval)}, {"LockTimeout", int64(c.LockTimeout)}} {
+	}{{"Lookahead", int64(c.Lookahead)}, {"Retention", int64(c.Retention)},
+		{"InboxRetention", int64(c.InboxRetention)}, {"Interval", int64(c.Interval)}, {"LockTimeout", int64(c.LockTimeout)}} {
 		if f.v < 0 {
 			return fmt.Errorf("%w: partition Config.%s is negative; use a positive value or 0 for the default", postbox.ErrInvalidConfig, f.name)
 		}
@@ -104,18 +117,22 @@ func (c Config) validate() error {
 
 // Result is what one run did.
 type Result struct {
-	// Created are the labels of the partitions created, oldest first.
+	// Created are the labels of the outbox partitions created, oldest first.
 	Created []string
-	// Dropped are the labels of the partitions dropped.
+	// Dropped are the labels of the outbox partitions dropped.
 	Dropped []string
-	// Kept are partitions past retention that were not dropped because they hold a pending message, or a dead
-	// one without DropDead.
+	// Kept are outbox partitions past retention that were not dropped because they hold a pending message, or a
+	// dead one without DropDead.
 	Kept []string
+	// InboxCreated are the labels of the inbox partitions created, oldest first.
+	InboxCreated []string
+	// InboxDropped are the labels of the inbox partitions dropped.
+	InboxDropped []string
 }
 
-// Maintainer keeps one partitioned outbox's partitions. It is safe for concurrent use, and any number of
-// maintainers may run on one table: a named lock (a transaction-level advisory lock on PostgreSQL, GET_LOCK on
-// MySQL) lets one act at a time.
+// Maintainer keeps the partitions of one partitioned table set: its outbox and, when it is partitioned too, its
+// inbox. It is safe for concurrent use, and any number of maintainers may run on one table set: a named lock (a
+// transaction-level advisory lock on PostgreSQL, GET_LOCK on MySQL) lets one act at a time.
 type Maintainer struct {
 	db    sqlshared.Maintainable
 	d     sqlshared.Dialect
@@ -125,8 +142,8 @@ type Maintainer struct {
 	log   *slog.Logger
 }
 
-// New returns a maintainer of client's outbox table. cfg may be nil for the defaults. It does no I/O; call Run or
-// RunOnce.
+// New returns a maintainer of client's outbox and inbox tables. cfg may be nil for the defaults. It does no I/O;
+// call Run or RunOnce.
 func New[TTx any](client *postbox.Client[TTx], cfg *Config) (*Maintainer, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: partition.New needs a client from postbox.NewClient", postbox.ErrInvalidConfig)
@@ -160,10 +177,12 @@ type span struct {
 	start, end time.Time
 }
 
-// RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention. It returns
-// postbox.ErrLocked, having done nothing, when another maintainer of the same table is running. On error the
-// Result is empty: on PostgreSQL the whole run is one transaction and was rolled back, while on MySQL, where DDL
-// commits at once, the statements that ran are in the log.
+// RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention, in the
+// inbox and then in the outbox. An inbox created without the partitioned layout (before Config.Partitioned shaped
+// the inbox) is left to postbox.Client.InboxCleanup. It returns postbox.ErrLocked, having done nothing, when
+// another maintainer of the same table set is running. On error the Result is empty: on PostgreSQL the whole run
+// is one transaction and was rolled back, while on MySQL, where DDL commits at once, the statements that ran are
+// in the log.
 func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 	sess, err := m.db.Session(ctx)
 	if err != nil {
@@ -187,22 +206,29 @@ func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// run does the work of RunOnce inside the maintenance lock.
+// run does the work of RunOnce inside the maintenance lock. The inbox comes first: on PostgreSQL the run is one
+// transaction holding each table's lock to its end, and a consumer's transaction claims in the inbox before it
+// enqueues into the outbox, so taking them in the same order cannot deadlock with it.
 func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Result, err error) {
-	layout, err := m.d.ListPartitions(ctx, sess, m.names)
+	now := m.clock.Now().UTC()
+	if res.InboxCreated, res.InboxDropped, err = m.runInbox(ctx, sess, now); err != nil {
+		return res, err
+	}
+	layout, spans, err := m.list(ctx, sess, sqlshared.OutboxPartitions)
 	if err != nil {
 		return res, err
 	}
-	var spans []span
-	for _, l := range layout.Labels {
-		if start, end, ok := parseLabel(l); ok {
-			spans = append(spans, span{l, start, end})
+	from := time.Time{}
+	if len(spans) == 0 && layout.Tail != "" {
+		oldest, ok, err := m.d.OldestInTail(ctx, sess, m.names, layout.Tail)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			from = oldest
 		}
 	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	now := m.clock.Now().UTC()
-
-	if res.Created, err = m.create(ctx, sess, layout.Tail, spans, now); err != nil {
+	if res.Created, err = m.create(ctx, sess, sqlshared.OutboxPartitions, layout.Tail, spans, from, now); err != nil {
 		return res, err
 	}
 	cutoff := now.Add(-m.cfg.Retention)
@@ -225,9 +251,55 @@ func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Resul
 	return res, nil
 }
 
-// create adds the partitions from the end of the last one (or, on a table with none yet, from its oldest row) to
-// Lookahead periods after the current one.
-func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, tail string, spans []span, now time.Time) ([]string, error) {
+// runInbox creates and drops the inbox's partitions, when the inbox is partitioned. Claims are never kept past
+// retention: nothing waits on them.
+func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now time.Time) (created, dropped []string, err error) {
+	layout, spans, err := m.list(ctx, sess, sqlshared.InboxPartitions)
+	if errors.Is(err, ErrNotPartitioned) {
+		m.log.DebugContext(ctx, "the inbox is not partitioned; Client.InboxCleanup keeps it small", "inbox", m.names.Inbox)
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// A table with no named partition yet starts at the current period. Claims of older messages stay in the tail
+	// (PostgreSQL) or go to the first partition (MySQL, whose first range has no lower bound), and leave with it.
+	if created, err = m.create(ctx, sess, sqlshared.InboxPartitions, layout.Tail, spans, time.Time{}, now); err != nil {
+		return nil, nil, err
+	}
+	cutoff := now.Add(-m.cfg.InboxRetention)
+	for _, s := range spans {
+		if s.end.After(cutoff) {
+			continue
+		}
+		if err := m.d.DropInboxPartition(ctx, sess, m.names, s.label, m.logDDL); err != nil {
+			return nil, nil, fmt.Errorf("postbox: drop inbox partition %s: %w", s.label, err)
+		}
+		dropped = append(dropped, s.label)
+	}
+	return created, dropped, nil
+}
+
+// list returns the layout of table pt and its named partitions in time order.
+func (m *Maintainer) list(ctx context.Context, sess sqlshared.Session, pt sqlshared.PartitionedTable) (sqlshared.PartitionLayout, []span, error) {
+	layout, err := m.d.ListPartitions(ctx, sess, m.names, pt)
+	if err != nil {
+		return layout, nil, err
+	}
+	var spans []span
+	for _, l := range layout.Labels {
+		if start, end, ok := parseLabel(l); ok {
+			spans = append(spans, span{l, start, end})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	return layout, spans, nil
+}
+
+// create adds table pt's partitions from the end of the last one (or, on a table with none yet, from the current
+// period, or from the period of oldest when that is earlier) to Lookahead periods after the current one.
+func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, pt sqlshared.PartitionedTable, tail string, spans []span,
+	oldest, now time.Time) ([]string, error) {
 	p := m.cfg.Period
 	var from time.Time
 	if len(spans) > 0 {
@@ -238,14 +310,8 @@ func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, tail st
 		}
 	} else {
 		from = p.floor(now)
-		if tail != "" {
-			oldest, ok, err := m.d.OldestInTail(ctx, sess, m.names, tail)
-			if err != nil {
-				return nil, err
-			}
-			if ok && oldest.Before(from) {
-				from = p.floor(oldest)
-			}
+		if !oldest.IsZero() && oldest.Before(from) {
+			from = p.floor(oldest)
 		}
 	}
 	until := p.floor(now)
@@ -259,12 +325,12 @@ func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, tail st
 		parts = append(parts, sqlshared.PartitionRange{Label: p.label(start), Start: s, End: e})
 		s = e
 		if len(parts) > MaxCreate {
-			return nil, fmt.Errorf("postbox: partition: %s partitions from %s to %s are more than %d; create the oldest by hand or choose a longer Period",
-				p, from.Format(time.RFC3339), until.Format(time.RFC3339), MaxCreate)
+			return nil, fmt.Errorf("postbox: partition: %s %s partitions from %s to %s are more than %d; create the oldest by hand or choose a longer Period",
+				p, pt, from.Format(time.RFC3339), until.Format(time.RFC3339), MaxCreate)
 		}
 	}
-	if err := m.d.AddPartitions(ctx, sess, m.names, tail, parts, m.logDDL); err != nil {
-		return nil, fmt.Errorf("postbox: create partitions: %w", err)
+	if err := m.d.AddPartitions(ctx, sess, m.names, pt, tail, parts, m.logDDL); err != nil {
+		return nil, fmt.Errorf("postbox: create %s partitions: %w", pt, err)
 	}
 	labels := make([]string, len(parts))
 	for i, pr := range parts {

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -18,20 +19,22 @@ import (
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
-// ExercisePartitions runs the whole conformance suite on partitioned tables (see Partitioned), then the tests of
-// partition.Maintainer. The driver must implement sqlshared.Maintainable on a database with partitioning; opts
+// ExercisePartitions runs the whole conformance suite, the inbox's included, on partitioned tables (see
+// Partitioned), then the tests of partition.Maintainer. The driver must implement sqlshared.Maintainable on a database with partitioning; opts
 // are Exercise's.
 func ExercisePartitions[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
 	t.Run("Conformance", func(t *testing.T) { Exercise(t, Partitioned(newDriver), opts) })
 	t.Run("LookaheadAndRetention", func(t *testing.T) { testLookaheadAndRetention(t, newDriver) })
 	t.Run("TailTakesLateRows", func(t *testing.T) { testTailTakesLateRows(t, newDriver) })
+	t.Run("Inbox", func(t *testing.T) { testInboxPartitions(t, newDriver) })
 	t.Run("OneMaintainerAtATime", func(t *testing.T) { testOneMaintainerAtATime(t, newDriver) })
 	t.Run("Unpartitioned", func(t *testing.T) { testUnpartitioned(t, newDriver) })
 }
 
-// Partitioned returns drivers on which every table set has the partitioned layout. After each migration it runs
-// a partition maintainer with hourly partitions and two hours of lookahead, so that the suite's rows, whose clocks
-// move by hours, spread over named partitions and the tail.
+// Partitioned returns drivers on which every table set has the partitioned layout, outbox and inbox. After each
+// migration it runs a partition maintainer with hourly partitions and two hours of lookahead, so that the suite's
+// rows, whose clocks move by hours, spread over named partitions and the tail, and the inbox claims of messages
+// made now land in named partitions.
 func Partitioned[TTx any](newDriver NewDriver[TTx]) NewDriver[TTx] {
 	return func(t *testing.T) driver.Driver[TTx] {
 		drv := newDriver(t)
@@ -82,6 +85,15 @@ func (s partitionedStore[TTx]) Migrate(ctx context.Context) ([]int, error) {
 	if _, err := m.RunOnce(ctx); err != nil && !errors.Is(err, postbox.ErrLocked) {
 		return done, err
 	}
+	// The suite's inbox tests must run on a partitioned inbox.
+	sess, err := s.drv.Session(ctx)
+	if err != nil {
+		return done, err
+	}
+	defer sess.Close()
+	if _, err := s.drv.Dialect().ListPartitions(ctx, sess, s.n, sqlshared.InboxPartitions); err != nil {
+		return done, fmt.Errorf("drivertest: the inbox of a partitioned table set: %w", err)
+	}
 	return done, nil
 }
 
@@ -124,7 +136,8 @@ func days(from string, n int) []string {
 	return out
 }
 
-// session opens a maintenance session on drv for inspecting partitions.
+// session opens a maintenance session on drv for inspecting partitions; the caller closes it, so that inspecting
+// often never runs the driver's pool dry.
 func session[TTx any](t *testing.T, drv driver.Driver[TTx]) (sqlshared.Dialect, sqlshared.Session) {
 	t.Helper()
 	m, ok := drv.(sqlshared.Maintainable)
@@ -135,15 +148,15 @@ func session[TTx any](t *testing.T, drv driver.Driver[TTx]) (sqlshared.Dialect, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sess.Close() })
 	return m.Dialect(), sess
 }
 
-// labels lists c's named partitions in time order.
-func labels[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx]) []string {
+// labels lists the named partitions of c's table pt in time order.
+func labels[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx], pt sqlshared.PartitionedTable) []string {
 	t.Helper()
 	d, sess := session(t, drv)
-	layout, err := d.ListPartitions(context.Background(), sess, namesOf(c))
+	defer sess.Close()
+	layout, err := d.ListPartitions(context.Background(), sess, namesOf(c), pt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,21 +164,26 @@ func labels[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx
 	return layout.Labels
 }
 
-// tailRows counts the rows in c's tail partition (pmax, or PostgreSQL's DEFAULT partition).
-func tailRows[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx]) int64 {
+// tailRows counts the rows in the tail partition (pmax, or PostgreSQL's DEFAULT partition) of c's table pt.
+func tailRows[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx], pt sqlshared.PartitionedTable) int64 {
 	t.Helper()
 	ctx := context.Background()
 	d, sess := session(t, drv)
-	layout, err := d.ListPartitions(ctx, sess, namesOf(c))
+	defer sess.Close()
+	layout, err := d.ListPartitions(ctx, sess, namesOf(c), pt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	table := c.Config().Table
+	if pt == sqlshared.InboxPartitions {
+		table = c.Config().InboxTable
+	}
 	if layout.Tail == "" {
-		t.Fatalf("table %s has no tail partition", c.Config().Table)
+		t.Fatalf("table %s has no tail partition", table)
 	}
 	q := "SELECT COUNT(*) FROM " + d.QuoteIdent(layout.Tail)
 	if d == sqlshared.MySQL {
-		q = "SELECT COUNT(*) FROM " + d.QuoteIdent(c.Config().Table) + " PARTITION (" + d.QuoteIdent(layout.Tail) + ")"
+		q = "SELECT COUNT(*) FROM " + d.QuoteIdent(table) + " PARTITION (" + d.QuoteIdent(layout.Tail) + ")"
 	}
 	var n int64
 	if err := sess.Query(ctx, q, nil, func(scan func(...any) error) error { return scan(&n) }); err != nil {
@@ -185,7 +203,7 @@ func testLookaheadAndRetention[TTx any](t *testing.T, newDriver NewDriver[TTx]) 
 	if want := days("20310310", 3); !slices.Equal(res.Created, want) || len(res.Dropped) != 0 {
 		t.Fatalf("first run %+v; want today's partition and 2 ahead created, %v", res, want)
 	}
-	if got, want := labels(t, drv, c), days("20310310", 3); !slices.Equal(got, want) {
+	if got, want := labels(t, drv, c, sqlshared.OutboxPartitions), days("20310310", 3); !slices.Equal(got, want) {
 		t.Fatalf("partitions %v, want %v", got, want)
 	}
 	if res := runOnce(t, m); len(res.Created)+len(res.Dropped)+len(res.Kept) != 0 {
@@ -235,7 +253,7 @@ func testLookaheadAndRetention[TTx any](t *testing.T, newDriver NewDriver[TTx]) 
 	if s := stats(t, c); s.Pending != 1 || s.Dead != 0 {
 		t.Fatalf("stats %+v; want only the pending message", s)
 	}
-	if got, want := labels(t, drv, c), append([]string{"p20310311"}, days("20310314", 5)...); !slices.Equal(got, want) {
+	if got, want := labels(t, drv, c, sqlshared.OutboxPartitions), append([]string{"p20310311"}, days("20310314", 5)...); !slices.Equal(got, want) {
 		t.Fatalf("partitions %v, want %v", got, want)
 	}
 }
@@ -252,14 +270,14 @@ func testTailTakesLateRows[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	clock.Advance(10 * 24 * time.Hour)
 	msgs := messages(3, "late")
 	enqueue(t, c, msgs...)
-	if n := tailRows(t, drv, c); n != 3 {
+	if n := tailRows(t, drv, c, sqlshared.OutboxPartitions); n != 3 {
 		t.Fatalf("%d rows in the tail partition, want the 3 late ones", n)
 	}
 	res := runOnce(t, m)
 	if want := days("20310312", 10); !slices.Equal(res.Created, want) {
 		t.Fatalf("created %v, want %v", res.Created, want)
 	}
-	if n := tailRows(t, drv, c); n != 0 {
+	if n := tailRows(t, drv, c, sqlshared.OutboxPartitions); n != 0 {
 		t.Fatalf("%d rows left in the tail partition; creating their partition must move them", n)
 	}
 	rec := &postboxtest.Recorder{}
@@ -315,15 +333,17 @@ func testOneMaintainerAtATime[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		done <- result{res, err}
 	}()
 	<-h.entered
-	if res, err := b.RunOnce(ctx); !errors.Is(err, postbox.ErrLocked) || len(res.Created) != 0 {
+	if res, err := b.RunOnce(ctx); !errors.Is(err, postbox.ErrLocked) || len(res.Created)+len(res.InboxCreated) != 0 {
 		t.Errorf("second maintainer while the first works = %+v, %v; want ErrLocked and nothing done", res, err)
 	}
 	close(h.release)
-	if r := <-done; r.err != nil || len(r.res.Created) != 1+partition.DefaultLookahead {
-		t.Fatalf("first maintainer = %+v, %v; want today's partition and %d ahead", r.res, r.err, partition.DefaultLookahead)
+	if r := <-done; r.err != nil || len(r.res.Created) != 1+partition.DefaultLookahead ||
+		len(r.res.InboxCreated) != 1+partition.DefaultLookahead {
+		t.Fatalf("first maintainer = %+v, %v; want today's partition and %d ahead, in the outbox and in the inbox",
+			r.res, r.err, partition.DefaultLookahead)
 	}
-	if res := runOnce(t, b); len(res.Created) != 0 {
-		t.Fatalf("second maintainer afterwards created %v; the first had done it", res.Created)
+	if res := runOnce(t, b); len(res.Created)+len(res.InboxCreated) != 0 {
+		t.Fatalf("second maintainer afterwards created %v and %v in the inbox; the first had done it", res.Created, res.InboxCreated)
 	}
 
 	// Many at once on a fresh table: each acts or stands aside, and no partition is made twice.
@@ -346,16 +366,20 @@ func testOneMaintainerAtATime[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		}()
 	}
 	wg.Wait()
-	var created []string
+	var created, inboxCreated []string
 	for i, r := range results {
 		if r.err != nil && !errors.Is(r.err, postbox.ErrLocked) {
 			t.Fatalf("maintainer %d of 4 running at once: %v", i, r.err)
 		}
 		created = append(created, r.res.Created...)
+		inboxCreated = append(inboxCreated, r.res.InboxCreated...)
 	}
 	sort.Strings(created)
-	if want := days("20310310", 1+partition.DefaultLookahead); !slices.Equal(created, want) {
-		t.Fatalf("4 maintainers at once created %v between them; want each of %v once", created, want)
+	sort.Strings(inboxCreated)
+	want := days("20310310", 1+partition.DefaultLookahead)
+	if !slices.Equal(created, want) || !slices.Equal(inboxCreated, want) {
+		t.Fatalf("4 maintainers at once created %v in the outbox and %v in the inbox between them; want each of %v once in each",
+			created, inboxCreated, want)
 	}
 }
 

@@ -12,19 +12,83 @@ import (
 	"github.com/postbox-go/postbox/driver"
 )
 
-// The partitioned layout (driver.Names.Partitioned) ranges the outbox by created_at. Each named partition covers
-// one period and is labelled by its start, pYYYYMM, pYYYYMMDD or pYYYYMMDDHH in UTC; on PostgreSQL the label ends
-// the partition's table name (driver.Derived(outbox, "_"+label)), on MySQL it is the partition's name. A tail
-// partition takes every row no named partition covers, so an insert never fails for want of a partition: pmax
-// (VALUES LESS THAN MAXVALUE) on MySQL, the DEFAULT partition on PostgreSQL.
+// The partitioned layout (driver.Names.Partitioned) ranges the outbox by created_at and the inbox by message_id,
+// whose UUIDv7 text starts with the message's creation time (see IDBound). Each named partition covers one period
+// and is labelled by its start, pYYYYMM, pYYYYMMDD or pYYYYMMDDHH in UTC; on PostgreSQL the label ends the
+// partition's table name (driver.Derived(table, "_"+label)), on MySQL it is the partition's name. A tail partition
+// takes every row no named partition covers, so an insert never fails for want of a partition: pmax (VALUES LESS
+// THAN MAXVALUE) on MySQL, the DEFAULT partition on PostgreSQL.
 
 // ErrNotPartitioned is returned by ListPartitions for a table created without the partitioned layout.
 var ErrNotPartitioned = errors.New("postbox: table is not partitioned")
 
+// PartitionedTable is a table of a set that the partitioned layout ranges.
+type PartitionedTable int
+
+// The partitioned tables of a set.
+const (
+	// OutboxPartitions is the outbox, ranged by created_at.
+	OutboxPartitions PartitionedTable = iota
+	// InboxPartitions is the inbox, ranged by message_id: a claim lands in the partition of the time its
+	// message's UUIDv7 was made, so the key stays (consumer, message_id) and a duplicate claim meets the first.
+	InboxPartitions
+)
+
+// String returns "outbox" or "inbox".
+func (pt PartitionedTable) String() string {
+	if pt == InboxPartitions {
+		return "inbox"
+	}
+	return "outbox"
+}
+
+// name returns the table's unquoted name in n.
+func (pt PartitionedTable) name(n driver.Names) string {
+	if pt == InboxPartitions {
+		return n.Inbox
+	}
+	return n.Outbox
+}
+
+// column is the partition column.
+func (pt PartitionedTable) column() string {
+	if pt == InboxPartitions {
+		return "message_id"
+	}
+	return "created_at"
+}
+
+// mysqlMethod is the PARTITION_METHOD MySQL reports for the table.
+func (pt PartitionedTable) mysqlMethod() string {
+	if pt == InboxPartitions {
+		return "RANGE COLUMNS"
+	}
+	return "RANGE"
+}
+
+// IDBound returns the inbox partition bound for time t: the text a UUIDv7 made at t starts with, its 48-bit Unix
+// millisecond time as 8 hex digits, a hyphen and 4 more. IDs made at or after t sort bytewise at or after it, and
+// IDs made before t sort before it.
+func IDBound(t time.Time) string {
+	ms := t.UnixMilli()
+	return fmt.Sprintf("%08x-%04x", ms>>16, ms&0xffff)
+}
+
+// bound renders a partition bound as a literal: digits, hex and punctuation only, so it is safe to inline in DDL.
+func (d Dialect) bound(pt PartitionedTable, t time.Time) string {
+	switch {
+	case pt == InboxPartitions:
+		return "'" + IDBound(t) + "'"
+	case d.my():
+		return strconv.FormatInt(t.UnixMicro(), 10)
+	}
+	return "'" + pgTime(t) + "'"
+}
+
 // PartitionRange is one named partition to create.
 type PartitionRange struct {
 	Label      string    // pYYYYMM, pYYYYMMDD or pYYYYMMDDHH
-	Start, End time.Time // rows with Start <= created_at < End
+	Start, End time.Time // rows with Start <= created_at < End, or message IDs made in that time
 }
 
 // PartitionLayout is what ListPartitions found.
@@ -100,34 +164,38 @@ func (d Dialect) EndMaintenance(ctx context.Context, c Conn, n driver.Names, pur
 	return err
 }
 
-// ListPartitions reports the partitions of n's outbox. It returns an error wrapping ErrNotPartitioned when the
+// ListPartitions reports the partitions of n's table pt. It returns an error wrapping ErrNotPartitioned when the
 // table exists but is not partitioned.
-func (d Dialect) ListPartitions(ctx context.Context, c Conn, n driver.Names) (PartitionLayout, error) {
+func (d Dialect) ListPartitions(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable) (PartitionLayout, error) {
 	switch {
 	case d.pg():
-		return d.listPostgres(ctx, c, n)
+		return d.listPostgres(ctx, c, n, pt)
 	case d.my():
-		return d.listMySQL(ctx, c, n)
+		return d.listMySQL(ctx, c, n, pt)
 	}
 	return PartitionLayout{}, fmt.Errorf("postbox: %s has no table partitioning", d.name)
 }
 
-func (d Dialect) missing(n driver.Names) error {
-	return fmt.Errorf("postbox: table %s does not exist; run Migrate with Config.Partitioned first", d.table(n, n.Outbox))
+func (d Dialect) missing(n driver.Names, pt PartitionedTable) error {
+	return fmt.Errorf("postbox: table %s does not exist; run Migrate with Config.Partitioned first", d.table(n, pt.name(n)))
 }
 
-func (d Dialect) notPartitioned(n driver.Names) error {
-	return fmt.Errorf("%w: %s was created without Config.Partitioned; drop partitions only from a table migrated with it, or use postbox.Cleaner",
-		ErrNotPartitioned, d.table(n, n.Outbox))
+func (d Dialect) notPartitioned(n driver.Names, pt PartitionedTable) error {
+	cleaner := "postbox.Cleaner"
+	if pt == InboxPartitions {
+		cleaner = "Client.InboxCleanup"
+	}
+	return fmt.Errorf("%w: %s was created without Config.Partitioned; drop partitions only from a table migrated with it, or use %s",
+		ErrNotPartitioned, d.table(n, pt.name(n)), cleaner)
 }
 
-func (d Dialect) listMySQL(ctx context.Context, c Conn, n driver.Names) (PartitionLayout, error) {
+func (d Dialect) listMySQL(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable) (PartitionLayout, error) {
 	var out PartitionLayout
 	rows := 0
 	partitioned := false
 	err := c.Query(ctx, "SELECT PARTITION_NAME, PARTITION_METHOD FROM information_schema.PARTITIONS"+
 		" WHERE TABLE_SCHEMA = "+mysqlSchema+" AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION",
-		[]any{n.Schema, n.Outbox}, func(scan func(...any) error) error {
+		[]any{n.Schema, pt.name(n)}, func(scan func(...any) error) error {
 			var name, method *string
 			if err := scan(&name, &method); err != nil {
 				return err
@@ -135,8 +203,8 @@ func (d Dialect) listMySQL(ctx context.Context, c Conn, n driver.Names) (Partiti
 			rows++
 			switch {
 			case name == nil: // the one row of an unpartitioned table
-			case method == nil || *method != "RANGE":
-				return fmt.Errorf("postbox: table %s is partitioned by %v, not RANGE on created_at", n.Outbox, method)
+			case method == nil || *method != pt.mysqlMethod():
+				return fmt.Errorf("postbox: table %s is partitioned by %v, not %s on %s", pt.name(n), method, pt.mysqlMethod(), pt.column())
 			case *name == MySQLTail:
 				partitioned, out.Tail = true, *name
 			default:
@@ -151,16 +219,16 @@ func (d Dialect) listMySQL(ctx context.Context, c Conn, n driver.Names) (Partiti
 	case err != nil:
 		return out, err
 	case rows == 0:
-		return out, d.missing(n)
+		return out, d.missing(n, pt)
 	case !partitioned:
-		return out, d.notPartitioned(n)
+		return out, d.notPartitioned(n, pt)
 	}
 	return out, nil
 }
 
-func (d Dialect) listPostgres(ctx context.Context, c Conn, n driver.Names) (PartitionLayout, error) {
+func (d Dialect) listPostgres(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable) (PartitionLayout, error) {
 	var out PartitionLayout
-	parent := d.table(n, n.Outbox)
+	parent := d.table(n, pt.name(n))
 	var kind *string
 	err := c.Query(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", []any{parent},
 		func(scan func(...any) error) error { return scan(&kind) })
@@ -168,9 +236,9 @@ func (d Dialect) listPostgres(ctx context.Context, c Conn, n driver.Names) (Part
 	case err != nil:
 		return out, err
 	case kind == nil:
-		return out, d.missing(n)
+		return out, d.missing(n, pt)
 	case *kind != "p":
-		return out, d.notPartitioned(n)
+		return out, d.notPartitioned(n, pt)
 	}
 	err = c.Query(ctx, "SELECT c.relname::text, c.oid = pt.partdefid FROM pg_inherits i"+
 		" JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent"+
@@ -187,7 +255,7 @@ func (d Dialect) listPostgres(ctx context.Context, c Conn, n driver.Names) (Part
 		// Only partitions named as Postbox names them are Postbox's to manage.
 		if i := strings.LastIndexByte(name, '_'); i >= 0 {
 			label := name[i+1:]
-			if labelRE.MatchString(label) && driver.Derived(n.Outbox, "_"+label) == name {
+			if labelRE.MatchString(label) && driver.Derived(pt.name(n), "_"+label) == name {
 				out.Labels = append(out.Labels, label)
 			}
 		}
@@ -196,7 +264,7 @@ func (d Dialect) listPostgres(ctx context.Context, c Conn, n driver.Names) (Part
 	return out, err
 }
 
-// OldestInTail returns the earliest created_at in the tail partition, and false when it is empty.
+// OldestInTail returns the earliest created_at in the outbox's tail partition, and false when it is empty.
 func (d Dialect) OldestInTail(ctx context.Context, c Conn, n driver.Names, tail string) (time.Time, bool, error) {
 	q := "SELECT MIN(created_at) FROM " + d.partitionTable(n, tail)
 	if d.my() {
@@ -208,30 +276,34 @@ func (d Dialect) OldestInTail(ctx context.Context, c Conn, n driver.Names, tail 
 	return t, err == nil && !t.IsZero(), err
 }
 
-// AddPartitions creates the named partitions parts, which must be contiguous, ascending and after every existing
-// one, moving the rows in their ranges out of the tail partition. It runs inside BeginMaintenance.
-func (d Dialect) AddPartitions(ctx context.Context, c Conn, n driver.Names, tail string, parts []PartitionRange, hook DDLHook) error {
+// AddPartitions creates the named partitions parts of n's table pt, which must be contiguous, ascending and after
+// every existing one, moving the rows in their ranges out of the tail partition. It runs inside BeginMaintenance.
+func (d Dialect) AddPartitions(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable, tail string, parts []PartitionRange, hook DDLHook) error {
 	if len(parts) == 0 {
 		return nil
 	}
 	if d.my() {
-		return d.addMySQL(ctx, c, n, tail, parts, hook)
+		return d.addMySQL(ctx, c, n, pt, tail, parts, hook)
 	}
-	return d.addPostgres(ctx, c, n, tail, parts, hook)
+	return d.addPostgres(ctx, c, n, pt, tail, parts, hook)
 }
 
 // addMySQL splits pmax: REORGANIZE moves pmax's rows into the new partitions in the same statement.
-func (d Dialect) addMySQL(ctx context.Context, c Conn, n driver.Names, tail string, parts []PartitionRange, hook DDLHook) error {
+func (d Dialect) addMySQL(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable, tail string, parts []PartitionRange, hook DDLHook) error {
+	maxValue := "MAXVALUE"
+	if pt == InboxPartitions {
+		maxValue = "(MAXVALUE)" // RANGE COLUMNS takes a list of values
+	}
 	if tail != MySQLTail {
-		return fmt.Errorf("postbox: table %s has no %s partition to split; add PARTITION %s VALUES LESS THAN MAXVALUE",
-			n.Outbox, MySQLTail, MySQLTail)
+		return fmt.Errorf("postbox: table %s has no %s partition to split; add PARTITION %s VALUES LESS THAN %s",
+			pt.name(n), MySQLTail, MySQLTail, maxValue)
 	}
 	var b strings.Builder
-	b.WriteString("ALTER TABLE " + d.table(n, n.Outbox) + " REORGANIZE PARTITION " + MySQLTail + " INTO (")
+	b.WriteString("ALTER TABLE " + d.table(n, pt.name(n)) + " REORGANIZE PARTITION " + MySQLTail + " INTO (")
 	for _, p := range parts {
-		fmt.Fprintf(&b, "PARTITION %s VALUES LESS THAN (%d), ", d.QuoteIdent(p.Label), p.End.UnixMicro())
+		fmt.Fprintf(&b, "PARTITION %s VALUES LESS THAN (%s), ", d.QuoteIdent(p.Label), d.bound(pt, p.End))
 	}
-	b.WriteString("PARTITION " + MySQLTail + " VALUES LESS THAN MAXVALUE)")
+	b.WriteString("PARTITION " + MySQLTail + " VALUES LESS THAN " + maxValue + ")")
 	stmt := b.String()
 	hook(ctx, stmt)
 	_, err := c.Exec(ctx, stmt)
@@ -243,16 +315,18 @@ func (d Dialect) addMySQL(ctx context.Context, c Conn, n driver.Names, tail stri
 // range (PostgreSQL refuses a partition whose rows sit in the default one). Rows already there are moved: the
 // default partition is detached, the new partitions created, the rows re-inserted through the parent, and the
 // partition attached again.
-func (d Dialect) addPostgres(ctx context.Context, c Conn, n driver.Names, tail string, parts []PartitionRange, hook DDLHook) error {
-	parent := d.table(n, n.Outbox)
+func (d Dialect) addPostgres(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable, tail string, parts []PartitionRange, hook DDLHook) error {
+	parent := d.table(n, pt.name(n))
 	from, to := parts[0].Start, parts[len(parts)-1].End
+	// The inbox's message_id is COLLATE "C", so these comparisons are bytewise, as the partition bounds are.
+	rng := fmt.Sprintf(" WHERE %s >= %s AND %s < %s", pt.column(), d.bound(pt, from), pt.column(), d.bound(pt, to))
 	if _, err := c.Exec(ctx, "LOCK TABLE "+parent+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return err
 	}
 	move := false
 	if tail != "" {
-		err := c.Query(ctx, "SELECT 1 FROM "+d.partitionTable(n, tail)+" WHERE created_at >= $1 AND created_at < $2 LIMIT 1",
-			[]any{from, to}, func(func(...any) error) error { move = true; return nil })
+		err := c.Query(ctx, "SELECT 1 FROM "+d.partitionTable(n, tail)+rng+" LIMIT 1", nil,
+			func(func(...any) error) error { move = true; return nil })
 		if err != nil {
 			return err
 		}
@@ -262,11 +336,10 @@ func (d Dialect) addPostgres(ctx context.Context, c Conn, n driver.Names, tail s
 		stmts = append(stmts, "ALTER TABLE "+parent+" DETACH PARTITION "+d.partitionTable(n, tail))
 	}
 	for _, p := range parts {
-		stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')",
-			d.partitionTable(n, driver.Derived(n.Outbox, "_"+p.Label)), parent, pgTime(p.Start), pgTime(p.End)))
+		stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (%s) TO (%s)",
+			d.partitionTable(n, driver.Derived(pt.name(n), "_"+p.Label)), parent, d.bound(pt, p.Start), d.bound(pt, p.End)))
 	}
 	if move {
-		rng := fmt.Sprintf(" WHERE created_at >= '%s' AND created_at < '%s'", pgTime(from), pgTime(to))
 		stmts = append(stmts,
 			"INSERT INTO "+parent+" SELECT * FROM "+d.partitionTable(n, tail)+rng,
 			"DELETE FROM "+d.partitionTable(n, tail)+rng,
@@ -284,10 +357,23 @@ func (d Dialect) addPostgres(ctx context.Context, c Conn, n driver.Names, tail s
 // pgTime formats a partition bound: digits and punctuation only, so it is safe to inline in DDL.
 func pgTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05+00") }
 
-// DropPartition drops the named partition label unless it holds a pending row, or a dead row when keepDead is
-// set, and reports whether it dropped it. The check and the drop happen under a table lock, so no row can become
-// pending in between (an operator retrying a dead message, say). It runs inside BeginMaintenance; on PostgreSQL
-// the lock is held until the maintenance transaction ends.
+// DropInboxPartition drops the inbox's named partition label, whatever its claims: they are past retention. It
+// runs inside BeginMaintenance; on PostgreSQL the table lock DROP TABLE takes is held until the maintenance
+// transaction ends.
+func (d Dialect) DropInboxPartition(ctx context.Context, c Conn, n driver.Names, label string, hook DDLHook) error {
+	drop := "DROP TABLE " + d.partitionTable(n, driver.Derived(n.Inbox, "_"+label))
+	if d.my() {
+		drop = "ALTER TABLE " + d.table(n, n.Inbox) + " DROP PARTITION " + d.QuoteIdent(label)
+	}
+	hook(ctx, drop)
+	_, err := c.Exec(ctx, drop)
+	return err
+}
+
+// DropPartition drops the outbox's named partition label unless it holds a pending row, or a dead row when
+// keepDead is set, and reports whether it dropped it. The check and the drop happen under a table lock, so no row
+// can become pending in between (an operator retrying a dead message, say). It runs inside BeginMaintenance; on
+// PostgreSQL the lock is held until the maintenance transaction ends.
 func (d Dialect) DropPartition(ctx context.Context, c Conn, n driver.Names, label string, keepDead bool, hook DDLHook) (bool, error) {
 	statuses := "('pending')"
 	if keepDead {

@@ -156,13 +156,16 @@ func (r cleanupReport) String() string {
 
 var partitionsCommand = &command{
 	name:     "partitions",
-	synopsis: "--db URL [--period P] [--lookahead N] [--retention D] [--drop-dead] [--once | --interval D]",
-	summary:  "create partitions ahead and drop old ones, for an outbox made with migrate up --partitioned",
+	synopsis: "--db URL [--period P] [--lookahead N] [--retention D] [--inbox-retention D] [--drop-dead] [--once | --interval D]",
+	summary:  "create partitions ahead and drop old ones, for tables made with migrate up --partitioned",
 	help: `
-Maintains the time partitions of a partitioned outbox (PostgreSQL and MySQL; create it with 'postbox migrate up
---partitioned'): creates the partitions up to --lookahead periods after the current one, and drops each partition
-whose whole range is older than --retention. Dropping a partition removes its rows without a DELETE. A partition
-that still holds a pending message is kept, and so is one holding a dead message unless --drop-dead is set.
+Maintains the time partitions of a partitioned outbox and inbox (PostgreSQL and MySQL; create them with 'postbox
+migrate up --partitioned'): creates the partitions up to --lookahead periods after the current one, and drops each
+outbox partition whose whole range is older than --retention. Dropping a partition removes its rows without a
+DELETE. A partition that still holds a pending message is kept, and so is one holding a dead message unless
+--drop-dead is set. Inbox claims are placed by the time in their message's ID, and an inbox partition is dropped
+once its whole range is older than --inbox-retention, which must exceed the longest time from a message's creation
+to its last redelivery.
 
 Every DDL statement is logged before it runs. Creating and dropping partitions takes a brief exclusive lock on
 the table; --lock-timeout bounds the wait for it, and a run that gives up tries again at the next interval. Only
@@ -187,6 +190,8 @@ retried at the next interval.`,
 		f.String(&period, "period", "", partition.Daily.String(), "PERIOD", "time span of one partition: hourly, daily or monthly")
 		f.Int(&cfg.Lookahead, "lookahead", partition.DefaultLookahead, "periods after the current one whose partitions are made ahead")
 		f.Duration(&cfg.Retention, "retention", partition.DefaultRetention, "drop a partition once its whole range is older than this")
+		f.Duration(&cfg.InboxRetention, "inbox-retention", partition.DefaultInboxRetention,
+			"drop an inbox partition once its whole range of message creation times is older than this")
 		f.Bool(&cfg.DropDead, "drop-dead", "", "drop partitions past retention even when they hold dead messages")
 		f.Duration(&cfg.LockTimeout, "lock-timeout", partition.DefaultLockTimeout, "longest wait for the table lock a DDL statement needs")
 		sched.flags(f, partition.DefaultInterval)
@@ -204,6 +209,8 @@ retried at the next interval.`,
 				return usageErrorf("--lookahead %d: use 1 or more periods, so that the next period's partition is ready before it begins", cfg.Lookahead)
 			case cfg.Retention <= 0:
 				return usageErrorf("--retention %v: use a positive duration, such as 168h", cfg.Retention)
+			case cfg.InboxRetention <= 0:
+				return usageErrorf("--inbox-retention %v: use a positive duration, such as 168h", cfg.InboxRetention)
 			case cfg.LockTimeout <= 0:
 				return usageErrorf("--lock-timeout %v: use a positive duration, such as 5s", cfg.LockTimeout)
 			}
@@ -227,14 +234,16 @@ retried at the next interval.`,
 				res, err := m.RunOnce(ctx)
 				switch {
 				case errors.Is(err, postbox.ErrLocked):
-					return partitionReport{Created: []string{}, Dropped: []string{}, Kept: []string{}, Skipped: true}, nil
+					return partitionReport{Created: []string{}, Dropped: []string{}, Kept: []string{},
+						InboxCreated: []string{}, InboxDropped: []string{}, Skipped: true}, nil
 				case errors.Is(err, partition.ErrNotPartitioned):
 					return partitionReport{}, fmt.Errorf("%w; a new table gets partitions from postbox migrate up --partitioned, "+
 						"and an existing one is kept small by postbox cleanup", err)
 				case err != nil:
 					return partitionReport{}, err
 				}
-				return partitionReport{Created: nonNil(res.Created), Dropped: nonNil(res.Dropped), Kept: nonNil(res.Kept)}, nil
+				return partitionReport{Created: nonNil(res.Created), Dropped: nonNil(res.Dropped), Kept: nonNil(res.Kept),
+					InboxCreated: nonNil(res.InboxCreated), InboxDropped: nonNil(res.InboxDropped)}, nil
 			}
 			if sched.once {
 				rep, err := once(ctx)
@@ -248,11 +257,12 @@ retried at the next interval.`,
 				return nil
 			}
 			rt.log.Info("partition maintenance started", "db", RedactURL(o.url), "table", o.table, "interval", sched.interval,
-				"period", cfg.Period.String(), "lookahead", cfg.Lookahead, "retention", cfg.Retention)
+				"period", cfg.Period.String(), "lookahead", cfg.Lookahead, "retention", cfg.Retention, "inbox_retention", cfg.InboxRetention)
 			return sched.run(ctx, rt, "partition maintenance", func(ctx context.Context) error {
 				rep, err := once(ctx)
-				if len(rep.Created)+len(rep.Dropped) > 0 {
-					rt.log.Info("partitions maintained", "created", rep.Created, "dropped", rep.Dropped)
+				if len(rep.Created)+len(rep.Dropped)+len(rep.InboxCreated)+len(rep.InboxDropped) > 0 {
+					rt.log.Info("partitions maintained", "created", rep.Created, "dropped", rep.Dropped,
+						"inbox_created", rep.InboxCreated, "inbox_dropped", rep.InboxDropped)
 				}
 				if rep.Skipped {
 					rt.log.Debug("another maintainer is at work; skipped this run")
@@ -285,6 +295,9 @@ type partitionReport struct {
 	Dropped []string `json:"dropped"`
 	Kept    []string `json:"kept"`    // past retention, but holding pending or dead messages
 	Skipped bool     `json:"skipped"` // another maintainer was at work
+	// The inbox's partitions; both empty when the inbox is not partitioned.
+	InboxCreated []string `json:"inbox_created"`
+	InboxDropped []string `json:"inbox_dropped"`
 }
 
 func (r partitionReport) String() string {
@@ -297,7 +310,8 @@ func (r partitionReport) String() string {
 		}
 		return strings.Join(s, " ")
 	}
-	out := fmt.Sprintf("created: %s\ndropped: %s", list(r.Created), list(r.Dropped))
+	out := fmt.Sprintf("created: %s\ndropped: %s\ninbox created: %s\ninbox dropped: %s",
+		list(r.Created), list(r.Dropped), list(r.InboxCreated), list(r.InboxDropped))
 	if len(r.Kept) > 0 {
 		out += "\nkept past retention (they hold pending or dead messages): " + list(r.Kept)
 	}

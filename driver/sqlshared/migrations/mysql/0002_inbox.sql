@@ -12,7 +12,14 @@ CREATE TABLE IF NOT EXISTS {{.Inbox}} (
     PRIMARY KEY (consumer, message_id),
     -- Cleanup deletes the oldest claims first.
     KEY received_idx (received_at)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
+{{- if .Partitioned}}
+-- Ranged by message ID, whose UUIDv7 text starts with the message's creation time, compared bytewise
+-- (utf8mb4_bin); the key holds the partition column, so a duplicate claim meets the first in the same partition.
+-- package partition splits pmax into named partitions ahead of time and drops old ones; pmax takes any ID beyond
+-- the last named partition, so a claim never fails.
+PARTITION BY RANGE COLUMNS (message_id) (PARTITION pmax VALUES LESS THAN (MAXVALUE))
+{{- end}};
 -- Failed deliveries are counted here, each in a short transaction of its own, because the failed delivery's
 -- claim rolled back with its handler's writes.
 CREATE TABLE IF NOT EXISTS {{.InboxTable "_failures"}} (
