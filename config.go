@@ -35,9 +35,10 @@ type Config struct {
 	Table string
 	// InboxTable is the inbox table. Default: DefaultInboxTable ("postbox_inbox").
 	InboxTable string
-	// Partitioned makes Migrate create the outbox partitioned by creation time (PostgreSQL and MySQL), the layout
-	// for high volume: old rows leave by dropping whole partitions (package partition) instead of by deletes.
-	// It only shapes tables that Migrate has yet to create. Default: false.
+	// Partitioned makes Migrate create the outbox partitioned by creation time and the inbox partitioned by the
+	// time in its message IDs (PostgreSQL and MySQL), the layout for high volume: old rows leave by dropping whole
+	// partitions (package partition) instead of by deletes. It only shapes tables that Migrate has yet to create.
+	// Default: false.
 	Partitioned bool
 	// Ordered makes Migrate add the index that relays in ordered mode (RelayConfig.Ordered) need to find each
 	// key's next message with one probe (migration 3). Set it on every client of a table set that an ordered relay

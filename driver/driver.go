@@ -23,7 +23,7 @@ type Capabilities struct {
 	SkipLocked bool
 	// Schemas is true when tables may live in a named schema (a database, on MySQL).
 	Schemas bool
-	// Partitions is true when the outbox may be a table partitioned by creation time (Names.Partitioned).
+	// Partitions is true when the outbox and inbox may be partitioned tables (Names.Partitioned).
 	Partitions bool
 }
 

@@ -32,9 +32,9 @@ type Names struct {
 	Schema string // optional
 	Outbox string
 	Inbox  string
-	// Partitioned selects the layout migrations create: the outbox table partitioned by creation time, so that
-	// old rows leave by dropping partitions (package partition) rather than by deleting them. It changes no
-	// identifier.
+	// Partitioned selects the layout migrations create: the outbox table partitioned by creation time and the
+	// inbox by the time in its message IDs, so that old rows leave by dropping partitions (package partition)
+	// rather than by deleting them. It changes no identifier.
 	Partitioned bool
 	// Ordered adds the migration that indexes records by key for ordered relays. It changes no identifier.
 	Ordered bool

@@ -21,9 +21,9 @@ var migrateCommand = &command{
 is safe. 'migrate status' lists every migration and whether it is applied. 'migrate sql' prints the DDL for your
 own migration tool (golang-migrate, goose, atlas) without connecting; the --db URL only chooses the dialect.
 
---partitioned creates the outbox partitioned by creation time (PostgreSQL and MySQL), for high volumes: 'postbox
-partitions' then creates partitions ahead and drops old ones. It shapes only a table migrate has yet to create;
-an existing table stays as it is.`,
+--partitioned creates the outbox partitioned by creation time and the inbox by the time in its message IDs
+(PostgreSQL and MySQL), for high volumes: 'postbox partitions' then creates partitions ahead and drops old ones.
+It shapes only tables migrate has yet to create; an existing table stays as it is.`,
 	examples: []string{
 		"postbox migrate up --db postgres://postbox@localhost/app",
 		"postbox migrate up --db mysql://postbox:secret@localhost:3306/app --partitioned",
@@ -33,7 +33,7 @@ an existing table stays as it is.`,
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		addDBFlags(f, &o)
-		f.Bool(&o.partitioned, "partitioned", "", "create the outbox partitioned by creation time (PostgreSQL, MySQL); see postbox partitions")
+		f.Bool(&o.partitioned, "partitioned", "", "create the outbox and inbox partitioned by time (PostgreSQL, MySQL); see postbox partitions")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("say what to do: migrate up, migrate status or migrate sql")
