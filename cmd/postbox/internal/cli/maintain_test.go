@@ -151,9 +151,13 @@ func testPartitions(t *testing.T, tg target) {
 		len(rep.Dropped) != 0 || rep.Skipped {
 		t.Fatalf("first run: %+v; want %s to %s created", rep, day(5), day(-3))
 	}
+	// The inbox's partitions start at the current period: its claims are placed by their message IDs' time.
+	if !slices.Contains(rep.InboxCreated, day(0)) || !slices.Contains(rep.InboxCreated, day(-3)) || slices.Contains(rep.InboxCreated, day(1)) {
+		t.Fatalf("first run: inbox partitions %v; want %s to %s", rep.InboxCreated, day(0), day(-3))
+	}
 	// The next drops the partitions past 48h, except the one holding the pending message.
 	rep = report()
-	if len(rep.Created) != 0 || !slices.Contains(rep.Dropped, day(5)) || !slices.Contains(rep.Dropped, day(4)) ||
+	if len(rep.Created) != 0 || len(rep.InboxCreated) != 0 || len(rep.InboxDropped) != 0 || !slices.Contains(rep.Dropped, day(5)) || !slices.Contains(rep.Dropped, day(4)) ||
 		slices.Contains(rep.Dropped, day(3)) || !slices.Equal(rep.Kept, []string{day(3)}) {
 		t.Fatalf("second run: %+v; want %s and %s dropped and %s kept", rep, day(5), day(4), day(3))
 	}
