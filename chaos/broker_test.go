@@ -168,6 +168,19 @@ func (w *world) setupAMQP(ctx context.Context, opt worldOptions) error {
 	return amqpbroker.EnsureTopology(ctx, w.amqp.conn, amqpbroker.Topology{Queue: w.role.Consumer, Topics: []string{w.topic}})
 }
 
+// amqpReady returns how many messages the scenario's queue holds ready for its consumers.
+func (w *world) amqpReady() (int, error) {
+	ch, err := w.amqp.channel()
+	if err != nil {
+		return 0, fmt.Errorf("RabbitMQ: %w", err)
+	}
+	q, err := ch.QueueDeclarePassive(w.role.Consumer, true, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("queue: %w", err)
+	}
+	return q.Messages, nil
+}
+
 // amqpAdmin is the scenario's own connection to RabbitMQ, for setting up and watching its queue. A scenario that
 // restarts RabbitMQ breaks it; channel connects again.
 type amqpAdmin struct {
@@ -205,15 +218,11 @@ func (a *amqpAdmin) close() {
 // brokerState reports what the broker still holds for the consumers, and whether that is nothing.
 func (w *world) brokerState(ctx context.Context) (string, bool, error) {
 	if w.role.Broker == brokerAMQP {
-		ch, err := w.amqp.channel()
+		n, err := w.amqpReady()
 		if err != nil {
-			return "", false, fmt.Errorf("RabbitMQ: %w", err)
+			return "", false, err
 		}
-		q, err := ch.QueueDeclarePassive(w.role.Consumer, true, false, false, false, nil)
-		if err != nil {
-			return "", false, fmt.Errorf("queue: %w", err)
-		}
-		return fmt.Sprintf("broker: %d ready", q.Messages), q.Messages == 0, nil
+		return fmt.Sprintf("broker: %d ready", n), n == 0, nil
 	}
 	cons, err := w.js.Consumer(ctx, w.role.Stream, w.role.Consumer)
 	if err != nil {
