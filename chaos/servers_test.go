@@ -111,7 +111,7 @@ func TestBrokerRestartRabbitMQ(t *testing.T) {
 	t.Cleanup(func() {
 		rabbit.Close()
 		if t.Failed() {
-			t.Logf("RabbitMQ node's last log lines:\n%s", logs)
+			t.Logf("RabbitMQ node %s's last log lines:\n%s", rabbit.Node(), logs)
 		}
 	})
 	w := newWorld(t, "rabbitrestart", worldOptions{broker: brokerAMQP, amqpURL: rabbit.URL()})
