@@ -20,7 +20,7 @@ import (
 // The brokers a scenario can run on.
 const (
 	brokerNATS = "nats" // a nats-server of the scenario's own
-	brokerAMQP = "amqp" // the shared RabbitMQ, with a queue of the scenario's own
+	brokerAMQP = "amqp" // the shared RabbitMQ or a node of the scenario's own, with a queue of the scenario's own
 )
 
 // rabbitURL is the shared RabbitMQ: POSTBOX_TEST_RABBITMQ or the local default.
@@ -144,33 +144,85 @@ func (w *world) setupNATS(ctx context.Context, opt worldOptions) error {
 	return err
 }
 
-// setupAMQP binds a durable queue of the scenario's own to its topic on the shared RabbitMQ, emptied first and
-// deleted when the test ends.
-func (w *world) setupAMQP(ctx context.Context) error {
-	w.role.Broker, w.role.URL = brokerAMQP, rabbitURL()
-	conn, err := amqp.Dial(rabbitURL())
+// setupAMQP binds a durable queue of the scenario's own to its topic on opt.amqpURL (default: the shared
+// RabbitMQ), emptied first and deleted when the test ends.
+func (w *world) setupAMQP(ctx context.Context, opt worldOptions) error {
+	if opt.amqpURL == "" {
+		opt.amqpURL = rabbitURL()
+	}
+	w.role.Broker, w.role.URL = brokerAMQP, opt.amqpURL
+	w.amqp.url = opt.amqpURL
+	w.t.Cleanup(w.amqp.close)
+	ch, err := w.amqp.channel()
 	if err != nil {
-		return fmt.Errorf("RabbitMQ is not reachable at %s (start it with `make services`, or set POSTBOX_TEST_RABBITMQ): %w", rabbitURL(), err)
+		return fmt.Errorf("RabbitMQ is not reachable at %s (start it with `make services`, or set POSTBOX_TEST_RABBITMQ): %w", opt.amqpURL, err)
 	}
-	w.t.Cleanup(func() { _ = conn.Close() })
-	if w.amqpCh, err = conn.Channel(); err != nil {
+	if _, err := ch.QueueDelete(w.role.Consumer, false, false, false); err != nil {
 		return err
 	}
-	if _, err := w.amqpCh.QueueDelete(w.role.Consumer, false, false, false); err != nil {
-		return err
+	w.t.Cleanup(func() {
+		if ch, err := w.amqp.channel(); err == nil {
+			_, _ = ch.QueueDelete(w.role.Consumer, false, false, false)
+		}
+	})
+	return amqpbroker.EnsureTopology(ctx, w.amqp.conn, amqpbroker.Topology{Queue: w.role.Consumer, Topics: []string{w.topic}})
+}
+
+// amqpReady returns how many messages the scenario's queue holds ready for its consumers.
+func (w *world) amqpReady() (int, error) {
+	ch, err := w.amqp.channel()
+	if err != nil {
+		return 0, fmt.Errorf("RabbitMQ: %w", err)
 	}
-	w.t.Cleanup(func() { _, _ = w.amqpCh.QueueDelete(w.role.Consumer, false, false, false) })
-	return amqpbroker.EnsureTopology(ctx, conn, amqpbroker.Topology{Queue: w.role.Consumer, Topics: []string{w.topic}})
+	q, err := ch.QueueDeclarePassive(w.role.Consumer, true, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("queue: %w", err)
+	}
+	return q.Messages, nil
+}
+
+// amqpAdmin is the scenario's own connection to RabbitMQ, for setting up and watching its queue. A scenario that
+// restarts RabbitMQ breaks it; channel connects again.
+type amqpAdmin struct {
+	url  string
+	conn *amqp.Connection
+	ch   *amqp.Channel
+}
+
+// channel returns the admin channel, connecting first when there is none or the last one was closed.
+func (a *amqpAdmin) channel() (*amqp.Channel, error) {
+	if a.ch != nil && !a.ch.IsClosed() {
+		return a.ch, nil
+	}
+	a.close()
+	conn, err := amqp.Dial(a.url)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	a.conn, a.ch = conn, ch
+	return ch, nil
+}
+
+func (a *amqpAdmin) close() {
+	if a.conn != nil {
+		_ = a.conn.Close()
+		a.conn, a.ch = nil, nil
+	}
 }
 
 // brokerState reports what the broker still holds for the consumers, and whether that is nothing.
 func (w *world) brokerState(ctx context.Context) (string, bool, error) {
 	if w.role.Broker == brokerAMQP {
-		q, err := w.amqpCh.QueueDeclarePassive(w.role.Consumer, true, false, false, false, nil)
+		n, err := w.amqpReady()
 		if err != nil {
-			return "", false, fmt.Errorf("queue: %w", err)
+			return "", false, err
 		}
-		return fmt.Sprintf("broker: %d ready", q.Messages), q.Messages == 0, nil
+		return fmt.Sprintf("broker: %d ready", n), n == 0, nil
 	}
 	cons, err := w.js.Consumer(ctx, w.role.Stream, w.role.Consumer)
 	if err != nil {

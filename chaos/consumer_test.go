@@ -41,9 +41,11 @@ func TestConsumerKilled(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				select {
-				case <-c.done:
-				case <-time.After(15 * time.Second):
+				switch w.awaitKill(ctx, c) {
+				case settled:
+					c.stop() // nothing is left for consumers: not a kill
+					return
+				case idle:
 					c.stop() // no more messages came its way: not a kill
 					continue
 				}
@@ -116,4 +118,34 @@ func TestPoison(t *testing.T) {
 			}
 			return ""
 		}})
+}
+
+// The ways awaitKill ends.
+const (
+	exited  = iota // the consumer exited
+	settled        // the system settled while the consumer ran: nothing is left for it
+	idle           // the consumer ran for 15s without reaching its kill point
+)
+
+// awaitKill waits until consumer c exits, or until it cannot reach its kill point because the system has settled
+// or 15s have gone by.
+func (w *world) awaitKill(ctx context.Context, c *child) int {
+	giveUp := time.NewTimer(15 * time.Second)
+	defer giveUp.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return exited
+		case <-giveUp.C:
+			return idle
+		case <-ctx.Done():
+			return idle
+		case <-tick.C:
+			if _, done := w.progress(ctx); done {
+				return settled
+			}
+		}
+	}
 }

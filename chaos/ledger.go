@@ -41,7 +41,8 @@ func NewLedger(prefix, outbox, inbox string) (*Ledger, error) {
 // Migrate creates the ledger's tables.
 func (l *Ledger) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	_, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+l.committed+" (id uuid PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp());"+
-		"CREATE TABLE IF NOT EXISTS "+l.effects+" (id uuid NOT NULL, consumer text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());"+
+		"CREATE TABLE IF NOT EXISTS "+l.effects+" (seq bigserial PRIMARY KEY, id uuid NOT NULL, key text NOT NULL, consumer text NOT NULL,"+
+		" at timestamptz NOT NULL DEFAULT clock_timestamp());"+
 		"CREATE INDEX IF NOT EXISTS "+pgx.Identifier{unquote(l.effects) + "_id"}.Sanitize()+" ON "+l.effects+" (id)")
 	if err != nil {
 		return fmt.Errorf("chaos: create ledger tables: %w", err)
@@ -59,9 +60,10 @@ func (l *Ledger) Commit(ctx context.Context, tx pgx.Tx, ids []string) error {
 	return nil
 }
 
-// Effect records in tx one effect of message id by consumer. Call it in the handler, in the inbox transaction.
-func (l *Ledger) Effect(ctx context.Context, tx pgx.Tx, id, consumer string) error {
-	if _, err := tx.Exec(ctx, "INSERT INTO "+l.effects+" (id, consumer) VALUES ($1, $2)", id, consumer); err != nil {
+// Effect records in tx one effect of message id, whose key is key, by consumer. Call it in the handler, in the
+// inbox transaction.
+func (l *Ledger) Effect(ctx context.Context, tx pgx.Tx, id, key, consumer string) error {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+l.effects+" (id, key, consumer) VALUES ($1, $2, $3)", id, key, consumer); err != nil {
 		return fmt.Errorf("chaos: ledger effect: %w", err)
 	}
 	return nil
@@ -157,6 +159,19 @@ func (l *Ledger) Tally(ctx context.Context, pool *pgxpool.Pool) (Tally, error) {
 		}
 	}
 	return t, nil
+}
+
+// OutOfOrder counts the effects that a consumer's handler ran right after an effect of a later message of the
+// same key: in ordered mode, where each key's messages must take effect in enqueue (ID) order, it must be 0.
+// Messages without a key are not ordered and not counted.
+func (l *Ledger) OutOfOrder(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT id, lag(id) OVER (PARTITION BY consumer, key ORDER BY seq) AS prev"+
+		" FROM "+l.effects+" WHERE key <> '') e WHERE e.prev > e.id").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: ledger order: %w", err)
+	}
+	return n, nil
 }
 
 func (l *Ledger) committedIDs(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {

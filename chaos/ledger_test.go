@@ -44,7 +44,7 @@ func TestLedgerCounts(t *testing.T) {
 			return err
 		}
 		for _, id := range []string{effected, twice, twice, phantom} {
-			if err := l.Effect(ctx, tx, id, "c"); err != nil {
+			if err := l.Effect(ctx, tx, id, "", "c"); err != nil {
 				return err
 			}
 		}
@@ -73,6 +73,29 @@ func TestLedgerCounts(t *testing.T) {
 	}
 	if line := got.Line(); line != "lost=1 duplicates_published=2 duplicate_effects=1" {
 		t.Fatalf("line %q", line)
+	}
+
+	// One consumer handles key k's messages a, b, c as b, a, c: one effect out of order. Another handles them in
+	// order, and a third handles messages without a key in any order.
+	a, b, c := postbox.NewID(), postbox.NewID(), postbox.NewID()
+	effects := []struct{ id, key, consumer string }{
+		{b, "k", "unordered"}, {a, "k", "unordered"}, {c, "k", "unordered"},
+		{a, "k", "ordered"}, {b, "k", "ordered"}, {c, "k", "ordered"},
+		{c, "", "nokey"}, {a, "", "nokey"},
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, e := range effects {
+			if err := l.Effect(ctx, tx, e.id, e.key, e.consumer); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.OutOfOrder(ctx, pool); err != nil || n != 1 {
+		t.Fatalf("OutOfOrder = %d, %v; want 1", n, err)
 	}
 }
 

@@ -2,16 +2,13 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
-	"time"
 )
 
 // DefaultNATSServer is where the nats-server binary is looked for when POSTBOX_NATS_SERVER is not set and none is
@@ -24,10 +21,7 @@ type NATSServer struct {
 	bin, dir string
 	port     int
 	logs     *Tail
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	exit chan struct{} // closed when cmd has exited
+	proc     serverProc
 }
 
 // NATSBinary returns the nats-server to run: POSTBOX_NATS_SERVER, the one on the PATH, or DefaultNATSServer.
@@ -55,7 +49,7 @@ func StartNATS(ctx context.Context, dir string, logs *Tail) (*NATSServer, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &NATSServer{bin: bin, dir: dir, port: port, logs: logs}
+	s := &NATSServer{bin: bin, dir: dir, port: port, logs: logs, proc: serverProc{name: "nats-server"}}
 	if err := s.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -71,77 +65,16 @@ func (s *NATSServer) Addr() string { return net.JoinHostPort("127.0.0.1", strcon
 // Start starts the server on its port and store directory, after a Stop, and waits until it accepts
 // connections. JetStream recovers its streams and consumers from the directory.
 func (s *NATSServer) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return errors.New("chaos: nats-server is already running")
-	}
 	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.dir, "jetstream"))
 	if s.logs != nil {
 		cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	}
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("chaos: start nats-server: %w", err)
-	}
-	exit := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exit)
-	}()
-	s.cmd, s.exit = cmd, exit
-	if err := awaitPort(ctx, s.Addr(), exit); err != nil {
-		s.stopLocked(syscall.SIGKILL)
-		return fmt.Errorf("chaos: nats-server on port %d: %w", s.port, err)
-	}
-	return nil
+	return s.proc.start(ctx, cmd, s.Addr())
 }
 
 // Stop sends sig to the server (SIGTERM shuts it down cleanly, SIGKILL crashes it) and waits until it has
 // exited.
-func (s *NATSServer) Stop(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked(sig)
-}
-
-func (s *NATSServer) stopLocked(sig syscall.Signal) {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(sig)
-	<-s.exit
-	s.cmd, s.exit = nil, nil
-}
+func (s *NATSServer) Stop(sig syscall.Signal) { s.proc.stop(sig) }
 
 // Close kills the server if it is running.
 func (s *NATSServer) Close() { s.Stop(syscall.SIGKILL) }
-
-// FreePort returns a TCP port of 127.0.0.1 that nothing listened on a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("chaos: find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// awaitPort waits until addr accepts a TCP connection, the process exits, or ctx ends.
-func awaitPort(ctx context.Context, addr string, exited <-chan struct{}) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not accepting connections: %w", ctx.Err())
-		case <-exited:
-			return errors.New("exited before accepting connections (see its log)")
-		case <-t.C:
-		}
-	}
-}

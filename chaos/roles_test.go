@@ -33,6 +33,7 @@ type roleConfig struct {
 	Prefix   string // the scenario's table prefix
 	Stream   string
 	Consumer string // the durable consumer's and the inbox consumer's name
+	Ordered  bool   // the outbox is migrated for ordered relays, and relays claim in per-key order
 
 	// Relay
 	BatchSize    int
@@ -40,6 +41,7 @@ type roleConfig struct {
 	MaxAttempts  int
 	PollInterval time.Duration
 	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away
+	DeadHoldsKey bool          // in ordered mode, a dead message holds back its key
 
 	// Consumer
 	MaxFailures int
@@ -58,7 +60,7 @@ func (c roleConfig) inbox() string  { return c.Prefix + "_inbox" }
 func (c roleConfig) ledger() (*Ledger, error) { return NewLedger(c.Prefix, c.outbox(), c.inbox()) }
 
 func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Client[pgx.Tx], error) {
-	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Logger: log})
+	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Ordered: c.Ordered, Logger: log})
 }
 
 // roleStats add up what in-process roles saw, so that a scenario can show that its fault was felt.
@@ -119,6 +121,7 @@ func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(
 	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, &postbox.RelayConfig{
 		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
 		PublishTimeout: 3 * time.Second, Backoff: func(int) time.Duration { return backoff },
+		Ordered: cfg.Ordered, DeadHoldsKey: cfg.DeadHoldsKey,
 	})
 	if err != nil {
 		return err
@@ -193,7 +196,7 @@ func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks co
 		if m.Type == poisonType {
 			return nil, errors.New("chaos: this message is poison; no handler accepts it")
 		}
-		if err := ledger.Effect(ctx, tx, m.ID, cfg.Consumer); err != nil {
+		if err := ledger.Effect(ctx, tx, m.ID, m.Key, cfg.Consumer); err != nil {
 			return nil, err
 		}
 		if hooks.beforeCommit != nil {

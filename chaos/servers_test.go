@@ -91,12 +91,69 @@ func TestPostgresRestart(t *testing.T) {
 		fault: "PostgreSQL restarted with pg_ctl -m fast and -m immediate, 2s down each", felt: claimFailed})
 }
 
-// TestBrokerOutageRabbitMQ: RabbitMQ is shared with other tests and too heavy to run a second instance of, so its
-// outage is simulated by a proxy in front of it, through which the relays and the consumer reach it. First the
-// proxy cuts every connection and refuses new ones for four seconds, as a stopped server would; then it stalls all
-// traffic for four seconds, as a hung server or a dead network path would. The shared server itself is never
-// stopped. RabbitMQ does not deduplicate, so a publish retried after a lost confirmation reaches the consumer
-// twice, and the inbox absorbs it.
+// TestBrokerRestartRabbitMQ: a RabbitMQ node of the scenario's own (its own node name, ports and directory) is
+// stopped twice while relays publish, and started again on the same ports and directory each time; it is down for
+// a second plus the few seconds it takes to boot, longer than the relay's PublishTimeout. The first stop is clean
+// (SIGTERM) while the consumer receives; the second is a crash (SIGKILL) right after, while the relays publish
+// what piled up in the outbox meanwhile and the queue holds it, the consumer having been stopped. Relays and consumers reconnect by themselves. The queue is durable
+// and the messages persistent, so what RabbitMQ confirmed survives the crash; what was not confirmed is published
+// again, and what was delivered but not acked comes again. RabbitMQ does not deduplicate, so a publish retried
+// after a lost confirmation reaches the consumer twice, and the inbox absorbs it.
+func TestBrokerRestartRabbitMQ(t *testing.T) {
+	events, over := size(3000, 20000), size(16*time.Second, 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	logs := NewTail(60)
+	rabbit, err := StartRabbitMQ(ctx, t.TempDir(), logs)
+	if err != nil {
+		t.Fatalf("%v\nits last log lines:\n%s", err, logs)
+	}
+	t.Cleanup(func() {
+		rabbit.Close()
+		if t.Failed() {
+			t.Logf("RabbitMQ node %s's last log lines:\n%s", rabbit.Node(), logs)
+		}
+	})
+	w := newWorld(t, "rabbitrestart", worldOptions{broker: brokerAMQP, amqpURL: rabbit.URL()})
+	consumer := w.mustSpawn(w.consumerConfig())
+	rc := w.relayConfig()
+	rc.Workers = 2
+	w.goRelay(rc)
+	w.produce(ctx, events, over)
+
+	restart := func(sig syscall.Signal) {
+		rabbit.Stop(sig)
+		wait(ctx, time.Second)
+		if err := rabbit.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(ctx, over/5)
+	restart(syscall.SIGTERM)
+	// The relays now publish what piled up in the outbox during the outage, and nobody consumes it.
+	consumer.stop()
+	wait(ctx, time.Second)
+	backlog, err := w.amqpReady()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart(syscall.SIGKILL)
+	w.mustSpawn(w.consumerConfig())
+
+	w.settle(ctx)
+	w.verdict(ctx, expect{events: events, dupBound: 0, bound: "no relay died: a publish is retried only when it was not confirmed",
+		fault: fmt.Sprintf("RabbitMQ node stopped with SIGTERM, then killed with SIGKILL holding %d messages, restarted on the same ports and directory each time", backlog),
+		felt:  publishFailed})
+	if backlog == 0 {
+		t.Errorf("the queue was empty when the node was killed: nothing shows that the node kept what it had confirmed")
+	}
+}
+
+// TestBrokerOutageRabbitMQ: the network between the roles and the shared RabbitMQ fails, as a proxy in front of
+// it, through which the relays and the consumer reach it, makes it fail. First the proxy cuts every connection and
+// refuses new ones for four seconds; then it stalls all traffic for four seconds, as a hung server or a dead
+// network path would, which no restart shows. The shared server itself is never stopped. RabbitMQ does not
+// deduplicate, so a publish retried after a lost confirmation reaches the consumer twice, and the inbox absorbs it.
 func TestBrokerOutageRabbitMQ(t *testing.T) {
 	events, over := size(3000, 20000), size(10*time.Second, 40*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/testenv"
@@ -35,7 +34,7 @@ type world struct {
 	client *postbox.Client[pgx.Tx]
 	ledger *Ledger
 	js     jetstream.JetStream // on NATS
-	amqpCh *amqp.Channel       // on RabbitMQ
+	amqp   amqpAdmin           // on RabbitMQ
 	topic  string
 	stats  roleStats // what the in-process roles saw
 
@@ -56,8 +55,13 @@ type worldOptions struct {
 	// dedup is the stream's duplicate window; default natsbroker.DefaultDuplicates. The shortest JetStream
 	// allows, 100ms, keeps nearly every republished message, for counting duplicates at the broker.
 	dedup time.Duration
-	// broker is brokerNATS (default: a nats-server of the scenario's own) or brokerAMQP (the shared RabbitMQ).
+	// broker is brokerNATS (default: a nats-server of the scenario's own) or brokerAMQP.
 	broker string
+	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
+	amqpURL string
+	// ordered migrates the outbox for ordered relays (postbox.Config.Ordered) and makes relays claim in per-key
+	// order (RelayConfig.Ordered).
+	ordered bool
 }
 
 // newWorld starts the scenario's nats-server and creates its stream and durable consumer (or, on RabbitMQ, its
@@ -85,10 +89,11 @@ func newWorld(t *testing.T, name string, opt worldOptions) *world {
 	})
 
 	w.role = roleConfig{DB: opt.db, Prefix: name, Stream: strings.ToUpper(name), Consumer: testenv.Unique("chaos_" + name),
-		BatchSize: 100, Workers: 1, MaxAttempts: 1000, PollInterval: 20 * time.Millisecond, Backoff: 100 * time.Millisecond}
+		BatchSize: 100, Workers: 1, MaxAttempts: 1000, PollInterval: 20 * time.Millisecond, Backoff: 100 * time.Millisecond,
+		Ordered: opt.ordered}
 	setup := w.setupNATS
 	if opt.broker == brokerAMQP {
-		setup = func(ctx context.Context, _ worldOptions) error { return w.setupAMQP(ctx) }
+		setup = w.setupAMQP
 	}
 	if err := setup(ctx, opt); err != nil {
 		t.Fatal(err)
@@ -198,7 +203,9 @@ func (w *world) shutdown() {
 
 // produce commits total events in the background from four producers, ten events per transaction, spread over
 // about `over` (0: as fast as they can). A failed transaction is retried with new events until it commits; the
-// ledger, written in the same transactions, knows which did.
+// ledger, written in the same transactions, knows which did. Each producer has keys of its own, so that a key's
+// events are enqueued one transaction after another, as by an application that locks the aggregate's row: each
+// key's enqueue (ID) order is its commit order, which ordered mode keeps.
 func (w *world) produce(ctx context.Context, total int, over time.Duration) {
 	const producers, perTx = 4, 10
 	slots := int64((total + perTx - 1) / perTx)
@@ -206,7 +213,7 @@ func (w *world) produce(ctx context.Context, total int, over time.Duration) {
 	start := time.Now()
 	w.producersOn.Store(true)
 	var wg sync.WaitGroup
-	for range producers {
+	for p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,7 +226,7 @@ func (w *world) produce(ctx context.Context, total int, over time.Duration) {
 					wait(ctx, time.Until(start.Add(time.Duration(float64(over)*float64(slot)/float64(slots)))))
 				}
 				for ctx.Err() == nil {
-					err := w.commit(ctx, w.events(perTx, slot)...)
+					err := w.commit(ctx, w.events(perTx, slot, p, producers)...)
 					if err == nil {
 						break
 					}
@@ -240,11 +247,16 @@ func (w *world) produce(ctx context.Context, total int, over time.Duration) {
 // producing reports whether producers are still at work.
 func (w *world) producersRunning() bool { return w.producersOn.Load() }
 
-// events returns n events of the scenario's topic, on fifty keys.
-func (w *world) events(n int, slot int64) []postbox.Message {
+// eventKeys is how many keys a scenario's events are spread over: k00 to k49.
+const eventKeys = 50
+
+// events returns n events of the scenario's topic for producer p of producers, on the keys of k00 to k49 that are
+// p's: those whose number is p modulo producers.
+func (w *world) events(n int, slot int64, p, producers int) []postbox.Message {
 	msgs := make([]postbox.Message, n)
 	for i := range msgs {
-		msgs[i] = postbox.Message{Topic: w.topic, Type: "chaos.event", Key: fmt.Sprintf("k%02d", rand.IntN(50)),
+		k := p + producers*rand.IntN((eventKeys-p+producers-1)/producers)
+		msgs[i] = postbox.Message{Topic: w.topic, Type: "chaos.event", Key: fmt.Sprintf("k%02d", k),
 			Payload: fmt.Appendf(nil, `{"slot":%d,"i":%d}`, slot, i)}
 	}
 	return msgs
