@@ -1,0 +1,4 @@
+BEGIN;
+INSERT INTO pgb_orders (customer, amount) VALUES ('customer', 1);
+SELECT 1;
+COMMIT;
