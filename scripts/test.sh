@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs go vet and every test of every module in the workspace against the real services (started when down),
-# then checks that the tests cover at least 80% of the core package.
+# Runs go vet and every test of every module in the workspace against the real services (started when down), a
+# short run of every fuzzer, then checks that the tests cover at least 80% of the core package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,9 +17,25 @@ trap 'rm -rf "$profiles"' EXIT
 core=github.com/postbox-go/postbox
 go list -m -f '{{.Dir}} {{.Path}}' | while read -r dir mod; do
 	echo "== $mod"
-	(cd "$dir" && go vet ./... && go test -count=1 -timeout 10m -coverpkg="$core" \
-		-coverprofile="$profiles/$(echo "$mod" | tr / _).out" ./...)
+	(cd "$dir" && go vet ./...)
+	args=(-count=1 -timeout 10m -coverpkg="$core" -coverprofile="$profiles/$(echo "$mod" | tr / _).out" ./...)
+	if [ "$mod" != "$core/chaos" ]; then
+		(cd "$dir" && go test "${args[@]}")
+		continue
+	fi
+	# The fault suite's ledger lines are its evidence: print them (and each scenario's verdict), and everything
+	# when it fails.
+	log="$profiles/chaos.log"
+	if (cd "$dir" && go test -v "${args[@]}") >"$log" 2>&1; then
+		grep -E 'events committed, |lost=[0-9]+ duplicates_published=|^--- |^(ok|PASS)' "$log"
+	else
+		cat "$log"
+		exit 1
+	fi
 done
+
+# A short run of every fuzzer (make fuzz runs them longer); an input that fails is kept under testdata/fuzz.
+FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh
 
 # Merge the profiles: a block of the core package is covered when any module's tests ran it.
 coverage=$(awk 'FNR > 1 && $1 ~ "^'"$core"'/[^/]+\\.go:" {
