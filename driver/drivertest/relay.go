@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,13 +288,15 @@ func testOperations[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 
 func testConcurrentRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	const total, relays = 20000, 3
-	c := Client(t, newDriver(t), nil)
+	drv := newDriver(t)
+	c := Client(t, drv, nil)
 	for i := 0; i < total; i += 2000 {
 		enqueue(t, c, messages(2000, "orders")...)
 	}
 	rec := &postboxtest.Recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	var rs []*postbox.Relay[TTx]
 	for range relays {
 		// Each relay has its own client and connections, as it would in its own process.
 		rc, err := postbox.NewClient(newDriver(t), ptr(c.Config()))
@@ -301,6 +304,7 @@ func testConcurrentRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			t.Fatal(err)
 		}
 		r := relay(t, rc, rec, &postbox.RelayConfig{BatchSize: 200})
+		rs = append(rs, r)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -320,6 +324,16 @@ func testConcurrentRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	}
 	if s := stats(t, c); s.Pending != 0 {
 		t.Fatalf("%d still pending", s.Pending)
+	}
+	shares := make([]int64, len(rs))
+	for i, r := range rs {
+		shares[i] = r.Stats().Published
+	}
+	t.Logf("messages published by each relay: %v", shares)
+	// With SKIP LOCKED the relays claim side by side, so each takes part; without it (SQLite) they take turns,
+	// and one may drain everything.
+	if drv.Capabilities().SkipLocked && slices.Contains(shares, 0) {
+		t.Fatalf("messages published by each relay: %v; every relay should have claimed batches", shares)
 	}
 }
 
