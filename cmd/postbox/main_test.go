@@ -88,6 +88,16 @@ func postbox(t *testing.T, env []string, args ...string) (int, string, string) {
 	return run(t, cmd)
 }
 
+// mustPostbox runs the binary to completion, fails the test unless it exits 0, and returns its standard output.
+func mustPostbox(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	code, out, errOut := postbox(t, env, args...)
+	if code != 0 {
+		t.Fatalf("postbox %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
 // run runs cmd to completion and returns its exit code and output.
 func run(t *testing.T, cmd *exec.Cmd) (int, string, string) {
 	t.Helper()
@@ -183,11 +193,7 @@ func testBinary(t *testing.T, db string) {
 	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=bin_outbox"}
 	ok := func(args ...string) string {
 		t.Helper()
-		code, out, errOut := postbox(t, env, args...)
-		if code != 0 {
-			t.Fatalf("postbox %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-		return out
+		return mustPostbox(t, env, args...)
 	}
 	ok("migrate", "up")
 	const n = 12
