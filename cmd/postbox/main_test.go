@@ -85,6 +85,22 @@ func postbox(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
+	return run(t, cmd)
+}
+
+// mustPostbox runs the binary to completion, fails the test unless it exits 0, and returns its standard output.
+func mustPostbox(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	code, out, errOut := postbox(t, env, args...)
+	if code != 0 {
+		t.Fatalf("postbox %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// run runs cmd to completion and returns its exit code and output.
+func run(t *testing.T, cmd *exec.Cmd) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -95,6 +111,70 @@ func postbox(t *testing.T, env []string, args ...string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return code, out.String(), errOut.String()
+}
+
+// relayProcess is a `postbox relay` running in the background.
+type relayProcess struct {
+	cmd            *exec.Cmd
+	stdout, stderr lockedBuffer
+	done           chan struct{} // closed once the process has exited
+	err            error         // Wait's result, once done is closed
+}
+
+// startRelay starts `postbox relay args...`; the test's cleanup kills it if it is still running.
+func startRelay(t *testing.T, env []string, args ...string) *relayProcess {
+	t.Helper()
+	r := &relayProcess{cmd: exec.Command(binary, append([]string{"relay"}, args...)...), done: make(chan struct{})}
+	r.cmd.Env = append(os.Environ(), env...)
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill() // fails harmlessly once the process has exited
+		<-r.done
+	})
+	return r
+}
+
+// waitFor polls cond until it holds; after 30s, or if the relay exits meanwhile, it fails the test.
+func (r *relayProcess) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		select {
+		case <-r.done:
+			t.Fatalf("relay exited (%v) before %s; stderr:\n%s", r.err, what, r.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30s; relay stderr:\n%s", what, r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and fails the test unless the relay settles its in-flight work and exits 0 within 30s.
+func (r *relayProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay did not exit within 30s of SIGTERM; stderr:\n%s", r.stderr.String())
+	}
+	if r.err != nil {
+		t.Fatalf("relay after SIGTERM: %v; stderr:\n%s", r.err, r.stderr.String())
+	}
+	if !strings.Contains(r.stderr.String(), "relay stopping") {
+		t.Errorf("relay log has no graceful stop:\n%s", r.stderr.String())
+	}
 }
 
 // TestBinary drives the built binary as an operator would: migrate, send, relay until SIGTERM, status, dead
@@ -113,16 +193,14 @@ func testBinary(t *testing.T, db string) {
 	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=bin_outbox"}
 	ok := func(args ...string) string {
 		t.Helper()
-		code, out, errOut := postbox(t, env, args...)
-		if code != 0 {
-			t.Fatalf("postbox %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-		return out
+		return mustPostbox(t, env, args...)
 	}
 	ok("migrate", "up")
 	const n = 12
+	sent := map[string]int{} // message ID → i
 	for i := range n {
-		ok("send", "--topic", "orders", "--type", "order.created", "--key", fmt.Sprint(i), "--data", fmt.Sprintf(`{"n":%d}`, i))
+		id := strings.TrimSpace(ok("send", "--topic", "orders", "--type", "order.created", "--key", fmt.Sprint(i), "--data", fmt.Sprintf(`{"n":%d}`, i)))
+		sent[id] = i
 	}
 	ok("send", "--topic", "orders", "--type", "order.bogus", "--data", `{}`)
 
@@ -131,38 +209,35 @@ func testBinary(t *testing.T, db string) {
 	if err := os.WriteFile(config, []byte("poll-interval: 20ms\nevents:\n  - {type: order.created, topic: orders}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	relay := exec.Command(binary, "relay", "--broker", "stdout:", "--config", config)
-	relay.Env = append(os.Environ(), env...)
-	var out, errOut lockedBuffer
-	relay.Stdout, relay.Stderr = &out, &errOut
-	if err := relay.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- relay.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out.String(), "\n") < n {
-		if time.Now().After(deadline) {
-			relay.Process.Kill()
-			<-exited
-			t.Fatalf("relay published %d of %d lines; stderr:\n%s", strings.Count(out.String(), "\n"), n, errOut.String())
+	relay := startRelay(t, env, "--broker", "stdout:", "--config", config)
+	relay.waitFor(t, fmt.Sprintf("%d lines on stdout", n), func() bool { return strings.Count(relay.stdout.String(), "\n") >= n })
+	relay.stop(t)
+
+	// Each order.created message is on stdout once, as the CloudEvent of what was sent.
+	published := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSuffix(relay.stdout.String(), "\n"), "\n") {
+		var e struct {
+			ID, Type, Topic, Subject string
+			Data                     struct{ N int }
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := relay.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("relay after SIGTERM: %v; stderr:\n%s", err, errOut.String())
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("stdout broker line %q: %v", line, err)
 		}
-	case <-time.After(30 * time.Second):
-		relay.Process.Kill()
-		t.Fatal("relay did not exit within 30s of SIGTERM")
+		i, ok := sent[e.ID]
+		switch {
+		case !ok:
+			t.Errorf("stdout has message %s, which send did not print: %s", e.ID, line)
+		case published[e.ID]:
+			t.Errorf("stdout has message %s twice", e.ID)
+		case e.Type != "order.created" || e.Topic != "orders" || e.Subject != fmt.Sprint(i) || e.Data.N != i:
+			t.Errorf("message %s was sent with key %d and data {\"n\":%d}; stdout has %s", e.ID, i, i, line)
+		}
+		published[e.ID] = true
 	}
-	if !strings.Contains(errOut.String(), "relay stopping") {
-		t.Errorf("relay log has no graceful stop:\n%s", errOut.String())
+	for id := range sent {
+		if !published[id] {
+			t.Errorf("message %s was sent but is not on stdout", id)
+		}
 	}
 
 	var st struct {
@@ -226,44 +301,13 @@ func TestBinaryRelayToNATS(t *testing.T) {
 		}
 		ids = append(ids, strings.TrimSpace(out))
 	}
-	relay := exec.Command(binary, "relay", "--poll-interval", "20ms",
-		"--broker", natsURL()+"?stream="+stream+"&subjects="+topic)
-	relay.Env = append(os.Environ(), env...)
-	var errOut lockedBuffer
-	relay.Stderr = &errOut
-	if err := relay.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- relay.Wait() }()
-	defer func() {
-		if relay.ProcessState == nil {
-			relay.Process.Kill()
-		}
-	}()
-
+	relay := startRelay(t, env, "--poll-interval", "20ms", "--broker", natsURL()+"?stream="+stream+"&subjects="+topic)
 	var s jetstream.Stream
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if s, err = js.Stream(ctx, stream); err == nil && s.CachedInfo().State.Msgs == uint64(len(ids)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream %s did not get %d messages: %v; relay stderr:\n%s", stream, len(ids), err, errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := relay.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("relay after SIGTERM: %v\n%s", err, errOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not exit within 30s of SIGTERM")
-	}
+	relay.waitFor(t, fmt.Sprintf("%d messages in stream %s", len(ids), stream), func() bool {
+		s, err = js.Stream(ctx, stream)
+		return err == nil && s.CachedInfo().State.Msgs == uint64(len(ids))
+	})
+	relay.stop(t)
 	for i, id := range ids {
 		msg, err := s.GetMsg(ctx, uint64(i+1))
 		if err != nil {
@@ -283,4 +327,32 @@ func natsURL() string {
 		return u
 	}
 	return "nats://127.0.0.1:4222"
+}
+
+// TestBinaryDemo runs the demo as someone trying Postbox for the first time would: no POSTBOX_* settings and, where
+// network namespaces allow it, no network service to reach, since the demo embeds its database and broker.
+func TestBinaryDemo(t *testing.T) {
+	cmd := exec.Command(binary, "demo", "--json")
+	// The probe brings the loopback up too: the embedded NATS server listens on 127.0.0.1.
+	if err := exec.Command("unshare", "-rn", "ip", "link", "set", "lo", "up").Run(); err == nil {
+		cmd = exec.Command("unshare", "-rn", "sh", "-c", `ip link set lo up 2>/dev/null; exec "$0" "$@"`, binary, "demo", "--json")
+	} else {
+		t.Logf("no unprivileged network namespace here (unshare -rn: %v): the demo runs with this machine's network", err)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "POSTBOX_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	code, out, errOut := run(t, cmd)
+	var sum struct {
+		Committed, Published, Lost int64
+		ProcessedTwice             int64 `json:"processed_twice"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 {
+		t.Fatalf("demo --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if sum.Lost != 0 || sum.ProcessedTwice != 0 || sum.Committed <= 0 || sum.Published != sum.Committed {
+		t.Fatalf("demo: want lost 0, processed twice 0 and committed == published > 0; got %s", out)
+	}
 }
