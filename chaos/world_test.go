@@ -53,9 +53,6 @@ type world struct {
 type worldOptions struct {
 	db      string        // PostgreSQL URL; default: the shared server's suite database
 	ackWait time.Duration // the JetStream consumer's AckWait; default 5s
-	// dedup is the stream's duplicate window; default natsbroker.DefaultDuplicates. The shortest JetStream
-	// allows, 100ms, keeps nearly every republished message, for counting duplicates at the broker.
-	dedup time.Duration
 	// broker is brokerNATS (default: a nats-server of the scenario's own) or brokerAMQP.
 	broker string
 	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
