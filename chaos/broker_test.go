@@ -136,7 +136,7 @@ func (w *world) setupNATS(ctx context.Context, opt worldOptions) error {
 		return err
 	}
 	if _, err := natsbroker.EnsureStream(ctx, w.js, jetstream.StreamConfig{Name: w.role.Stream, Subjects: []string{w.topic},
-		Storage: jetstream.FileStorage, Duplicates: opt.dedup}); err != nil {
+		Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
 	_, err = natsbroker.EnsureConsumer(ctx, w.js, w.role.Stream, jetstream.ConsumerConfig{Durable: w.role.Consumer,

@@ -22,8 +22,8 @@ const childEnv = "POSTBOX_CHAOS_CHILD"
 
 func isChild() bool { return os.Getenv(childEnv) != "" }
 
-// runChild plays the role in childEnv until SIGTERM (a clean stop) or SIGKILL. A relay prints each ID the broker
-// acknowledged on a line of its own; its parent reads them as the publish ledger. It returns the exit code.
+// runChild plays the role in childEnv until SIGTERM (a clean stop) or SIGKILL, reporting to its parent on stdout
+// (see report). It returns the exit code.
 func runChild() int {
 	var cfg roleConfig
 	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &cfg); err != nil {
@@ -33,32 +33,21 @@ func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("pid", os.Getpid())
+	rep := &reporter{out: bufio.NewWriterSize(os.Stdout, 1<<16), log: log}
 	var err error
 	switch cfg.Role {
 	case "relay":
-		out := bufio.NewWriterSize(os.Stdout, 1<<16)
-		var mu sync.Mutex
-		err = runRelay(ctx, cfg, log, func(ids []string) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, id := range ids {
-				out.WriteString(id)
-				out.WriteByte('\n')
-			}
-			// One write per batch, before the relay settles it: a kill after this line leaves a batch the
-			// parent counts as published that will be published again.
-			if err := out.Flush(); err != nil {
-				log.Error("write the publish ledger", "err", err)
-			}
-		}, nil)
+		// One write per batch, before the relay settles it: a kill after this write leaves a batch the parent
+		// counts as published that will be published again.
+		err = runRelay(ctx, cfg, log, func(ids []string) { rep.report(reportAcked, ids...) }, nil)
 	case "consumer":
-		hooks := consumerHooks{}
+		hooks := consumerHooks{duplicate: func(id string) { rep.report(reportDuplicate, id) }}
 		if cfg.KillAfter > 0 {
 			switch cfg.KillAt {
 			case killBeforeCommit:
-				hooks.beforeCommit = killer(cfg.KillAfter)
+				hooks.beforeCommit = killer(cfg.KillAfter, nil)
 			case killAfterCommit:
-				hooks.afterCommit = killer(cfg.KillAfter)
+				hooks.afterCommit = killer(cfg.KillAfter, func(id string) { rep.report(reportUnacked, id) })
 			}
 		}
 		err = runConsumer(ctx, cfg, log, hooks, nil)
@@ -70,6 +59,36 @@ func runChild() int {
 		return 1
 	}
 	return 0
+}
+
+// What a child reports to its parent: one line "kind id" per message.
+const (
+	reportAcked     = "acked"     // a relay: the broker acknowledged the message; its batch is not settled yet
+	reportDuplicate = "duplicate" // a consumer: the inbox skipped the delivery as a duplicate; it is not acked yet
+	reportUnacked   = "unacked"   // a consumer: it committed the message and is killing itself before the ack
+)
+
+// reporter writes a child's reports to its parent.
+type reporter struct {
+	mu  sync.Mutex
+	out *bufio.Writer
+	log *slog.Logger
+}
+
+// report writes one line of kind per ID, all in one write that is done when report returns, so that what the
+// role does next (settle, ack, or die) comes after the parent can read it.
+func (r *reporter) report(kind string, ids ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		r.out.WriteString(kind)
+		r.out.WriteByte(' ')
+		r.out.WriteString(id)
+		r.out.WriteByte('\n')
+	}
+	if err := r.out.Flush(); err != nil {
+		r.log.Error("report to the parent", "kind", kind, "err", err)
+	}
 }
 
 // killSelf ends this process with SIGKILL, as the kernel's OOM killer or a node failure would: no deferred
@@ -87,9 +106,9 @@ type child struct {
 	killed bool
 }
 
-// startChild starts the test binary as a child playing cfg's role. Each line the child prints goes to line;
+// startChild starts the test binary as a child playing cfg's role. Each report the child prints goes to report;
 // its logs go to logs.
-func startChild(cfg roleConfig, logs io.Writer, line func(string)) (*child, error) {
+func startChild(cfg roleConfig, logs io.Writer, report func(kind, id string)) (*child, error) {
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -111,8 +130,8 @@ func startChild(cfg roleConfig, logs io.Writer, line func(string)) (*child, erro
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			// A kill can cut the last line short; an ID is 36 characters.
-			if s := strings.TrimSpace(sc.Text()); len(s) == 36 {
-				line(s)
+			if kind, id, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok && len(id) == 36 {
+				report(kind, id)
 			}
 		}
 		err := cmd.Wait()

@@ -99,6 +99,46 @@ func (s *roleStats) String() string {
 		s.outcomes[postbox.Failed].Load())
 }
 
+// redeliveries is what consumers report about messages delivered again: the IDs that consumer processes
+// committed and then died holding unacknowledged, and each delivery the inbox skipped as a duplicate. It is safe
+// for concurrent use.
+type redeliveries struct {
+	mu       sync.Mutex
+	unacked  []string
+	absorbed map[string]int
+}
+
+// add records one report of a consumer: reportUnacked or reportDuplicate.
+func (r *redeliveries) add(kind, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch kind {
+	case reportUnacked:
+		r.unacked = append(r.unacked, id)
+	case reportDuplicate:
+		if r.absorbed == nil {
+			r.absorbed = map[string]int{}
+		}
+		r.absorbed[id]++
+	}
+}
+
+// absorbedUnacked returns how many duplicates the inbox absorbed, how many messages consumers died holding
+// unacknowledged after their commit, and those of them that never came back as an absorbed duplicate.
+func (r *redeliveries) absorbedUnacked() (absorbed, unacked int, missing []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.absorbed {
+		absorbed += n
+	}
+	for _, id := range r.unacked {
+		if r.absorbed[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	return absorbed, len(r.unacked), missing
+}
+
 // runRelay relays the scenario's outbox to JetStream until ctx ends, calling acked with the IDs of each batch
 // the broker acknowledged before the relay settles the batch. It adds the relay's totals to stats (which may be
 // nil) when it returns.
@@ -160,10 +200,12 @@ func (a ackLog) Publish(ctx context.Context, batch []postbox.Record) error {
 	return err
 }
 
-// consumerHooks run at the points where the consumer-kill scenario kills a consumer.
+// consumerHooks run at the points where the consumer-kill scenario kills a consumer, and where the inbox absorbs
+// a redelivery. Each gets the message's ID; each may be nil.
 type consumerHooks struct {
-	beforeCommit func() // in the handler, after its writes
-	afterCommit  func() // after the inbox transaction committed, before the ack
+	beforeCommit func(id string) // in the handler, after its writes
+	afterCommit  func(id string) // after the inbox transaction committed, before the ack
+	duplicate    func(id string) // the inbox skipped the delivery as a duplicate, before the ack
 }
 
 // runConsumer processes the scenario's stream through the inbox until ctx ends: each message writes one effect
@@ -200,7 +242,7 @@ func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks co
 			return nil, err
 		}
 		if hooks.beforeCommit != nil {
-			hooks.beforeCommit()
+			hooks.beforeCommit(m.ID)
 		}
 		return nil, nil
 	}
@@ -208,8 +250,12 @@ func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks co
 		func(ctx context.Context, m postbox.Message) error {
 			res, err := consumer.Process(ctx, m, apply)
 			stats.addOutcome(res.Outcome)
-			if err == nil && res.Outcome == postbox.Processed && hooks.afterCommit != nil {
-				hooks.afterCommit()
+			switch {
+			case err != nil:
+			case res.Outcome == postbox.Processed && hooks.afterCommit != nil:
+				hooks.afterCommit(m.ID)
+			case res.Outcome == postbox.Duplicate && hooks.duplicate != nil:
+				hooks.duplicate(m.ID)
 			}
 			return err
 		})
@@ -223,11 +269,15 @@ func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks co
 	return nil
 }
 
-// killer returns a hook that kills this process with SIGKILL at its n-th call.
-func killer(n int) func() {
+// killer returns a hook that kills this process with SIGKILL at its n-th call, after passing that call's
+// message ID to last (which may be nil).
+func killer(n int, last func(id string)) func(id string) {
 	var calls atomic.Int64
-	return func() {
+	return func(id string) {
 		if calls.Add(1) == int64(n) {
+			if last != nil {
+				last(id)
+			}
 			killSelf()
 		}
 	}

@@ -36,7 +36,8 @@ type world struct {
 	js     jetstream.JetStream // on NATS
 	amqp   amqpAdmin           // on RabbitMQ
 	topic  string
-	stats  roleStats // what the in-process roles saw
+	stats  roleStats    // what the in-process roles saw
+	redel  redeliveries // what every consumer, in process or not, reported about redeliveries
 
 	rolesCtx    context.Context
 	stopRoles   context.CancelFunc
@@ -52,9 +53,6 @@ type world struct {
 type worldOptions struct {
 	db      string        // PostgreSQL URL; default: the shared server's suite database
 	ackWait time.Duration // the JetStream consumer's AckWait; default 5s
-	// dedup is the stream's duplicate window; default natsbroker.DefaultDuplicates. The shortest JetStream
-	// allows, 100ms, keeps nearly every republished message, for counting duplicates at the broker.
-	dedup time.Duration
 	// broker is brokerNATS (default: a nats-server of the scenario's own) or brokerAMQP.
 	broker string
 	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
@@ -143,7 +141,8 @@ func (w *world) goRelay(cfg roleConfig) {
 
 // goConsumer runs a consumer in this process until the scenario stops its roles.
 func (w *world) goConsumer(cfg roleConfig) {
-	w.goRole(func(ctx context.Context) error { return runConsumer(ctx, cfg, w.log, consumerHooks{}, &w.stats) })
+	hooks := consumerHooks{duplicate: func(id string) { w.redel.add(reportDuplicate, id) }}
+	w.goRole(func(ctx context.Context) error { return runConsumer(ctx, cfg, w.log, hooks, &w.stats) })
 }
 
 func (w *world) goRole(run func(ctx context.Context) error) {
@@ -158,9 +157,14 @@ func (w *world) goRole(run func(ctx context.Context) error) {
 }
 
 // spawn starts a role as a child process. A relay child's acknowledged IDs go to the publish ledger, and then
-// to acked when it is not nil. It may be called from any goroutine.
+// to acked when it is not nil; a consumer child's reports go to the scenario's redeliveries. It may be called
+// from any goroutine.
 func (w *world) spawn(cfg roleConfig, acked func(id string)) (*child, error) {
-	c, err := startChild(cfg, w.logs, func(id string) {
+	c, err := startChild(cfg, w.logs, func(kind, id string) {
+		if kind != reportAcked {
+			w.redel.add(kind, id)
+			return
+		}
 		w.ledger.Published(id)
 		if acked != nil {
 			acked(id)
