@@ -302,6 +302,88 @@ func TestDelayedNack(t *testing.T) {
 	}
 }
 
+// TestPrefetch: RabbitMQ sends no more than Prefetch unacknowledged messages, however many handlers are free.
+func TestPrefetch(t *testing.T) {
+	conn := admin(t)
+	queue, topic := queueFor(t, conn)
+	recs := brokertest.Records(topic, 10, 0) // no keys: any free lane may take any message
+	if err := publisher(t, amqpbroker.PublisherConfig{}).Publish(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	sub := subscriber(t, amqpbroker.SubscriberConfig{Queue: queue, Prefetch: 2, Concurrency: len(recs)})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	held, maxHeld := 0, 0
+	seen := map[string]bool{}
+	arrived := make(chan struct{}, len(recs))
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
+			mu.Lock()
+			held++
+			maxHeld = max(maxHeld, held)
+			seen[d.Message.ID] = true
+			all := len(seen) == len(recs)
+			mu.Unlock()
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return
+			}
+			mu.Lock()
+			held-- // before the ack: RabbitMQ sends the next message only once the ack reaches it
+			mu.Unlock()
+			_ = d.Ack(ctx)
+			if all {
+				cancel()
+			}
+		})
+	}()
+
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			t.Fatal("the handlers did not get the first two messages")
+		}
+	}
+	// Ten handlers are free, but with two messages unacknowledged RabbitMQ keeps the other eight in the queue.
+	select {
+	case <-arrived:
+		t.Fatal("a third message reached a handler while two were unacknowledged with Prefetch 2")
+	case <-time.After(200 * time.Millisecond):
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	_ = ch.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Messages != len(recs)-2 {
+		t.Fatalf("%d messages ready in the queue with two unacknowledged; want %d", q.Messages, len(recs)-2)
+	}
+
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != len(recs) {
+		t.Fatalf("handled %d of %d messages", len(seen), len(recs))
+	}
+	if maxHeld > 2 {
+		t.Fatalf("%d messages were unacknowledged at once; want at most Prefetch (2)", maxHeld)
+	}
+}
+
 func TestReceiveErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

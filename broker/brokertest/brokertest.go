@@ -40,8 +40,13 @@ type Features struct {
 	// NoBacklog: the subscriber receives only while Receive runs, and publishing fails otherwise (webhooks: the
 	// receiver is the broker). The suite then skips the test that publishes before receiving.
 	NoBacklog bool
-	// Redelivery: a nacked message, and a message a stopped subscriber never settled, is delivered again.
+	// Redelivery: a nacked message is delivered again, and a message a stopped subscriber never settled is
+	// delivered to another subscriber of its group. Implies NackRedelivery.
 	Redelivery bool
+	// NackRedelivery: a nacked message is delivered again. Set it without Redelivery for a broker that keeps a
+	// stopped subscriber's unsettled messages for that subscriber's return instead of handing them to another
+	// member of the group (MQTT sessions).
+	NackRedelivery bool
 	// Dedup: publishing a message ID again within the broker's dedup window does not deliver it twice. The test
 	// relies on PerKeyOrder to know that no duplicate is still on its way.
 	Dedup bool
@@ -76,6 +81,7 @@ func (f Features) withDefaults() Features {
 	if f.Timeout <= 0 {
 		f.Timeout = 30 * time.Second
 	}
+	f.NackRedelivery = f.NackRedelivery || f.Redelivery
 	return f
 }
 
@@ -95,8 +101,10 @@ func Exercise(t *testing.T, f Features, newPubSub Constructor) {
 	if f.PerKeyOrder {
 		t.Run("PerKeyOrder", s.testPerKeyOrder)
 	}
-	if f.Redelivery {
+	if f.NackRedelivery {
 		t.Run("RedeliverNacked", s.testRedeliverNacked)
+	}
+	if f.Redelivery {
 		t.Run("RedeliverUnsettled", s.testRedeliverUnsettled)
 	}
 	if f.AckTimeout {

@@ -158,7 +158,7 @@ func (s *suite) testAckAfter(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		handled[m.ID]++
-		if m.ID == failing && handled[m.ID] == 1 && s.f.Redelivery {
+		if m.ID == failing && handled[m.ID] == 1 && s.f.NackRedelivery {
 			return errors.New("brokertest: failing the first attempt on purpose")
 		}
 		return nil
@@ -166,7 +166,7 @@ func (s *suite) testAckAfter(t *testing.T) {
 	r := s.receive(t, sub, handle)
 	s.publish(t, pub, recs, 10)
 	s.checkDelivered(t, recs, r.waitIDs(recs))
-	if s.f.Redelivery {
+	if s.f.NackRedelivery {
 		got := r.waitCount(failing, 2)
 		s.checkDelivered(t, recs, got)
 	}

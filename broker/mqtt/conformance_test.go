@@ -95,9 +95,11 @@ func unreachable(t *testing.T) postbox.Publisher {
 }
 
 func TestConformance(t *testing.T) {
-	// Not Redelivery: a message a subscriber leaves unacknowledged stays in its own session, for it to receive
-	// again when it reconnects (TestNackRedeliversThroughTheSession); MQTT does not hand it to another member of
-	// the group. Not Dedup, AckTimeout or Attempts: MQTT has none of them.
-	brokertest.Exercise(t, brokertest.Features{PerKeyOrder: true, Unroutable: true, Unreachable: unreachable},
+	// NackRedelivery but not Redelivery: a nack has the subscriber reconnect and resume its session, and the
+	// server sends the message again, but a message a stopped subscriber leaves unacknowledged stays in that
+	// subscriber's session until the same ClientID comes back (TestUnackedMessagesComeBackAfterRestart); the
+	// server never hands it to another member of the shared subscription, as RedeliverUnsettled requires. Not
+	// Dedup, AckTimeout or Attempts: MQTT has none of them (a redelivery carries only the DUP flag).
+	brokertest.Exercise(t, brokertest.Features{PerKeyOrder: true, NackRedelivery: true, Unroutable: true, Unreachable: unreachable},
 		(&harness{n: map[string]int{}}).new)
 }
