@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,10 @@ func TestRelayHTTP(t *testing.T) {
 			t.Fatal(r.stderr)
 		}
 	}
+	// A delayed message stays pending while the relay runs, so the oldest pending message has an age.
+	if r := run(t, nil, tg.args("send", "-t", "orders.later", "--type", "x", "--data", "{}", "--delay", "1h")...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
 	// Only orders.* has a route and there is no default broker: audit cannot be published, and with one attempt
 	// allowed it is parked as dead.
 	stdout, stderr, stop := background(t, nil, tg.args("relay", "--route", "orders.*=stdout:", "--http", "127.0.0.1:0",
@@ -179,7 +184,7 @@ func TestRelayHTTP(t *testing.T) {
 	})
 	mustContain(t, "/metrics", metrics,
 		"postbox_outbox_up 1", "# TYPE postbox_pending gauge", `postbox_pending{topic="audit"} 0`, `postbox_dead{topic="audit"} 1`,
-		"# TYPE postbox_oldest_pending_age_seconds gauge", "postbox_oldest_pending_age_seconds 0",
+		`postbox_pending{topic="orders.later"} 1`, "# TYPE postbox_oldest_pending_age_seconds gauge",
 		`postbox_published_total{topic="orders.created"} 1`, `postbox_published_total{topic="orders.paid"} 1`,
 		`postbox_publish_failures_total{topic="audit"} 1`, "# TYPE postbox_dead_total counter", "postbox_settle_errors_total 0",
 		"# TYPE postbox_enqueue_to_publish_seconds histogram",
@@ -187,6 +192,12 @@ func TestRelayHTTP(t *testing.T) {
 		`postbox_enqueue_to_publish_seconds_count{topic="orders.paid"} 1`,
 		"# TYPE postbox_batch_duration_seconds histogram", "postbox_batch_duration_seconds_count ",
 		"# TYPE go_goroutines gauge")
+	ageLine := regexp.MustCompile(`(?m)^postbox_oldest_pending_age_seconds (\S+)$`).FindStringSubmatch(metrics)
+	if ageLine == nil {
+		t.Errorf("/metrics has no postbox_oldest_pending_age_seconds sample:\n%s", metrics)
+	} else if age, err := strconv.ParseFloat(ageLine[1], 64); err != nil || age <= 0 || age > 60 {
+		t.Errorf("postbox_oldest_pending_age_seconds = %s while orders.later is pending; want a positive age", ageLine[1])
+	}
 	if strings.Contains(metrics, "otel_scope") || strings.Contains(metrics, "target_info") {
 		t.Errorf("/metrics has OpenTelemetry's scope or target series:\n%s", metrics)
 	}
