@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,7 +136,56 @@ events:
 	if r := stop(); r.code != 0 {
 		t.Fatalf("relay exit %d", r.code)
 	}
-	mustContain(t, "dead purge", ok("dead", "purge", "--all", "--json").stdout, `{"purged":0}`)
+	mustContain(t, "dead purge with nothing dead", ok("dead", "purge", "--all", "--json").stdout, `{"purged":0}`)
+
+	// purge: park three messages the registry does not know, then delete one by ID, one by topic, the rest.
+	send := func(topic, typ string) string {
+		t.Helper()
+		var r map[string]string
+		if err := json.Unmarshal([]byte(ok("send", "-t", topic, "--type", typ, "--data", "{}", "--json").stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r["id"]
+	}
+	pay1, pay2, refund := send("payments", "payment.taken"), send("payments", "payment.taken"), send("refunds", "refund.made")
+	deadIDs := func() []string {
+		t.Helper()
+		var dead []deadJSON
+		if err := json.Unmarshal([]byte(ok("dead", "list", "--json").stdout), &dead); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range dead {
+			ids = append(ids, d.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	deadCount := func() int64 {
+		t.Helper()
+		var s status
+		if err := json.Unmarshal([]byte(ok("status", "--json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Dead
+	}
+	_, _, stop = background(t, env("POSTBOX_CONFIG", config), tg.args("relay", "--broker", "stdout:", "--poll-interval", "20ms")...)
+	eventually(t, "three messages parked", func() bool { return deadCount() == 3 })
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d", r.code)
+	}
+	mustContain(t, "dead purge --id", ok("dead", "purge", "--id", pay1, "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 2 || !slices.Equal(ids, slices.Sorted(slices.Values([]string{pay2, refund}))) {
+		t.Fatalf("after purging %s: status dead %d, dead list %v", pay1, n, ids)
+	}
+	mustContain(t, "dead purge --topic", ok("dead", "purge", "--topic", "refunds", "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 1 || !slices.Equal(ids, []string{pay2}) {
+		t.Fatalf("after purging topic refunds: status dead %d, dead list %v; want only %s", n, ids, pay2)
+	}
+	mustContain(t, "dead purge --all", ok("dead", "purge", "--all", "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 0 || len(ids) != 0 {
+		t.Fatalf("after purging all: status dead %d, dead list %v", n, ids)
+	}
 }
 
 // TestRelayHTTP checks /healthz, /readyz and /metrics, and routing of topics to brokers.
