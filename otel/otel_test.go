@@ -187,6 +187,7 @@ func TestMetrics(t *testing.T) {
 	var latencyCount uint64
 	var batches uint64
 	var pending, up int64
+	oldestAge := -1.0
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			switch d := mt.Data.(type) {
@@ -211,12 +212,22 @@ func TestMetrics(t *testing.T) {
 						up = p.Value
 					}
 				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					if mt.Name == "postbox.oldest_pending.age" {
+						oldestAge = p.Value
+					}
+				}
 			}
 		}
 	}
 	if sums["postbox.published"] != 2 || sums["postbox.publish.failures"] != 2 || sums["postbox.dead"] != 1 ||
 		latencyCount != 2 || batches != 1 || pending != 1 || up != 1 {
 		t.Fatalf("sums %v, latency count %d, batches %d, pending %d, up %d", sums, latencyCount, batches, pending, up)
+	}
+	// The "later" message is still pending, waiting for its retry, so the oldest pending message has an age.
+	if oldestAge <= 0 || oldestAge > 60 {
+		t.Errorf("postbox.oldest_pending.age = %v s while a message is pending; want a few milliseconds", oldestAge)
 	}
 	if _, ok := sums["postbox.settle.errors"]; !ok {
 		t.Error("postbox.settle.errors is not reported before its first error")

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +136,56 @@ events:
 	if r := stop(); r.code != 0 {
 		t.Fatalf("relay exit %d", r.code)
 	}
-	mustContain(t, "dead purge", ok("dead", "purge", "--all", "--json").stdout, `{"purged":0}`)
+	mustContain(t, "dead purge with nothing dead", ok("dead", "purge", "--all", "--json").stdout, `{"purged":0}`)
+
+	// purge: park three messages the registry does not know, then delete one by ID, one by topic, the rest.
+	send := func(topic, typ string) string {
+		t.Helper()
+		var r map[string]string
+		if err := json.Unmarshal([]byte(ok("send", "-t", topic, "--type", typ, "--data", "{}", "--json").stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r["id"]
+	}
+	pay1, pay2, refund := send("payments", "payment.taken"), send("payments", "payment.taken"), send("refunds", "refund.made")
+	deadIDs := func() []string {
+		t.Helper()
+		var dead []deadJSON
+		if err := json.Unmarshal([]byte(ok("dead", "list", "--json").stdout), &dead); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range dead {
+			ids = append(ids, d.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	deadCount := func() int64 {
+		t.Helper()
+		var s status
+		if err := json.Unmarshal([]byte(ok("status", "--json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Dead
+	}
+	_, _, stop = background(t, env("POSTBOX_CONFIG", config), tg.args("relay", "--broker", "stdout:", "--poll-interval", "20ms")...)
+	eventually(t, "three messages parked", func() bool { return deadCount() == 3 })
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d", r.code)
+	}
+	mustContain(t, "dead purge --id", ok("dead", "purge", "--id", pay1, "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 2 || !slices.Equal(ids, slices.Sorted(slices.Values([]string{pay2, refund}))) {
+		t.Fatalf("after purging %s: status dead %d, dead list %v", pay1, n, ids)
+	}
+	mustContain(t, "dead purge --topic", ok("dead", "purge", "--topic", "refunds", "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 1 || !slices.Equal(ids, []string{pay2}) {
+		t.Fatalf("after purging topic refunds: status dead %d, dead list %v; want only %s", n, ids, pay2)
+	}
+	mustContain(t, "dead purge --all", ok("dead", "purge", "--all", "--json").stdout, `{"purged":1}`)
+	if n, ids := deadCount(), deadIDs(); n != 0 || len(ids) != 0 {
+		t.Fatalf("after purging all: status dead %d, dead list %v", n, ids)
+	}
 }
 
 // TestRelayHTTP checks /healthz, /readyz and /metrics, and routing of topics to brokers.
@@ -147,6 +198,10 @@ func TestRelayHTTP(t *testing.T) {
 		if r := run(t, nil, tg.args("send", "-t", topic, "--type", "x", "--data", "{}")...); r.code != 0 {
 			t.Fatal(r.stderr)
 		}
+	}
+	// A delayed message stays pending while the relay runs, so the oldest pending message has an age.
+	if r := run(t, nil, tg.args("send", "-t", "orders.later", "--type", "x", "--data", "{}", "--delay", "1h")...); r.code != 0 {
+		t.Fatal(r.stderr)
 	}
 	// Only orders.* has a route and there is no default broker: audit cannot be published, and with one attempt
 	// allowed it is parked as dead.
@@ -179,7 +234,7 @@ func TestRelayHTTP(t *testing.T) {
 	})
 	mustContain(t, "/metrics", metrics,
 		"postbox_outbox_up 1", "# TYPE postbox_pending gauge", `postbox_pending{topic="audit"} 0`, `postbox_dead{topic="audit"} 1`,
-		"# TYPE postbox_oldest_pending_age_seconds gauge", "postbox_oldest_pending_age_seconds 0",
+		`postbox_pending{topic="orders.later"} 1`, "# TYPE postbox_oldest_pending_age_seconds gauge",
 		`postbox_published_total{topic="orders.created"} 1`, `postbox_published_total{topic="orders.paid"} 1`,
 		`postbox_publish_failures_total{topic="audit"} 1`, "# TYPE postbox_dead_total counter", "postbox_settle_errors_total 0",
 		"# TYPE postbox_enqueue_to_publish_seconds histogram",
@@ -187,6 +242,12 @@ func TestRelayHTTP(t *testing.T) {
 		`postbox_enqueue_to_publish_seconds_count{topic="orders.paid"} 1`,
 		"# TYPE postbox_batch_duration_seconds histogram", "postbox_batch_duration_seconds_count ",
 		"# TYPE go_goroutines gauge")
+	ageLine := regexp.MustCompile(`(?m)^postbox_oldest_pending_age_seconds (\S+)$`).FindStringSubmatch(metrics)
+	if ageLine == nil {
+		t.Errorf("/metrics has no postbox_oldest_pending_age_seconds sample:\n%s", metrics)
+	} else if age, err := strconv.ParseFloat(ageLine[1], 64); err != nil || age <= 0 || age > 60 {
+		t.Errorf("postbox_oldest_pending_age_seconds = %s while orders.later is pending; want a positive age", ageLine[1])
+	}
 	if strings.Contains(metrics, "otel_scope") || strings.Contains(metrics, "target_info") {
 		t.Errorf("/metrics has OpenTelemetry's scope or target series:\n%s", metrics)
 	}

@@ -46,8 +46,9 @@ var metricViews = []sdkmetric.View{
 	sdkmetric.NewView(sdkmetric.Instrument{Name: "postbox.dead.current"}, sdkmetric.Stream{Name: "postbox_dead"}),
 }
 
-// otelErrors routes OpenTelemetry's errors, such as a failed read of the outbox's counts during a scrape, to the
-// log of the relay running in this process, which scrubs secrets. OpenTelemetry has one handler per process.
+// otelErrors routes OpenTelemetry's errors, such as a failed read of the outbox's counts during a scrape or a failed
+// span export, to the log of the relay running in this process, which scrubs secrets. OpenTelemetry has one
+// handler per process.
 var otelErrors struct {
 	once sync.Once
 	mu   sync.Mutex
@@ -63,7 +64,7 @@ func logOTelErrors(log *slog.Logger) {
 			otelErrors.mu.Lock()
 			log := otelErrors.log
 			otelErrors.mu.Unlock()
-			log.Warn("metrics", "err", err)
+			log.Warn("opentelemetry", "err", err)
 		}))
 	})
 }

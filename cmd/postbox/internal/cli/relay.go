@@ -62,7 +62,9 @@ With --http, the relay serves /healthz (the process is up), /readyz (the databas
 ` + metricsHelp + `
 
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
-invalid payload) is parked as dead at once instead of being published.`,
+invalid payload) is parked as dead at once instead of being published.
+
+` + tracingHelp,
 	examples: []string{
 		"postbox relay --db postgres://postbox@localhost/app --broker nats://localhost:4222",
 		"postbox relay --db postgres://localhost/app --broker nats://localhost:4222 --route 'audit.*=stdout:'",
@@ -126,6 +128,21 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		return err
 	}
 	defer closeBrokers(context.WithoutCancel(ctx), rt, rtr.conns())
+	tp, err := newTracing(ctx, rt)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		traceBrokers(rtr, tp)
+		// Runs once the relay has drained, so the last batches' spans are exported too.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				rt.log.Warn("flushing trace spans", "err", err)
+			}
+		}()
+	}
 
 	metrics, err := newRelayMetrics(rt.log, func(ctx context.Context) (postbox.Stats, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a scrape waits no longer for the database
