@@ -74,9 +74,9 @@ func benchLatency[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 	}
 
 	// Let the relay fall idle (its follow-up claims end), then count what it asks the database.
-	time.Sleep(time.Second)
+	pause(ctx, time.Second)
 	q0 := rc.queries()
-	time.Sleep(o.IdleWindow)
+	pause(ctx, o.IdleWindow)
 	q1 := rc.queries()
 	stopRelay()
 	if err := <-relayDone; err != nil {
@@ -202,12 +202,23 @@ func (l *latencies) pending() int {
 func (l *latencies) waitDelivered(ctx context.Context, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for l.pending() > 0 {
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) || !pause(ctx, 5*time.Millisecond) {
 			return false
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return true
+}
+
+// pause waits for d, or until ctx ends; it reports whether ctx is still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (l *latencies) sorted() []time.Duration {

@@ -113,7 +113,11 @@ func run(ctx context.Context) error {
 		if s.Pending == 0 {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	stopRelay()
 	if err := <-relayDone; err != nil {
