@@ -18,6 +18,7 @@ fuzzers=(
 	"cmd/postbox ./internal/cli FuzzRedactURL"
 	"cmd/postbox ./internal/cli FuzzMatchTopic"
 	"cmd/postbox ./internal/cli FuzzConfigFile"
+	"cmd/postbox ./internal/cli FuzzParseURLs"
 )
 for f in "${fuzzers[@]}"; do
 	read -r dir pkg name <<<"$f"

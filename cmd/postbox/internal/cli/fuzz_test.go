@@ -40,12 +40,15 @@ func FuzzRedactURL(f *testing.F) {
 		}
 		for _, s := range hidden {
 			// A secret that is also part of the visible URL (the host, the user) cannot be told apart from it.
-			visible := strings.Count(raw, s) > 1 || strings.Contains(scheme+host+path+user+param, s)
+			visible := strings.Count(raw, s) > 1 || strings.Contains(scheme+host+path+user+param, s) ||
+				(!isSensitive(param) && strings.Contains(value, s))
 			if len(s) < minScrubLen || visible {
 				continue
 			}
 			for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s), url.UserPassword("", s).String()[1:]} {
-				if len(form) >= minScrubLen && strings.Contains(got, form) && !strings.Contains(redacted, form) {
+				// The placeholder's own letters next to the user name ("st:" + "xxxxx") are not the secret.
+				shown := strings.ReplaceAll(got, redacted, "\x00")
+				if len(form) >= minScrubLen && strings.Contains(shown, form) && !strings.Contains(redacted, form) {
 					t.Fatalf("RedactURL(%q) = %q still shows the secret %q", raw, got, form)
 				}
 			}

@@ -3,7 +3,6 @@ package cli
 import (
 	"io"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,9 +20,24 @@ func isSensitive(param string) bool {
 	return slices.Contains(sensitiveParams, strings.ToLower(param))
 }
 
-// userinfoRE finds the password of a URL or DSN that net/url cannot parse: "scheme://user:PASSWORD@" or the
-// go-sql-driver form "user:PASSWORD@tcp(host)/db".
-var userinfoRE = regexp.MustCompile(`^((?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@\s]*:)([^@\s]*)(@)`)
+// unparsedPassword finds the password of a URL or DSN that net/url cannot parse ("scheme://user:PASSWORD@host",
+// or go-sql-driver's "user:PASSWORD@tcp(host)/db"): from the first ':' after the scheme to the last '@'. It errs
+// towards hiding too much, since the string is malformed anyway. It returns the password's bounds in raw.
+func unparsedPassword(raw string) (lo, hi int, ok bool) {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	at := strings.LastIndexByte(raw[start:], '@')
+	if at < 0 {
+		return 0, 0, false
+	}
+	colon := strings.IndexByte(raw[start:start+at], ':')
+	if colon < 0 {
+		return 0, 0, false
+	}
+	return start + colon + 1, start + at, true
+}
 
 // parseURL parses raw as a URL with an authority, or reports false for DSNs that net/url would misread, such as
 // "user:pass@tcp(host)/db", whose "user" it would take for a scheme.
@@ -40,7 +54,10 @@ func parseURL(raw string) (*url.URL, bool) {
 func RedactURL(raw string) string {
 	u, ok := parseURL(raw)
 	if !ok {
-		return userinfoRE.ReplaceAllString(raw, "${1}"+redacted+"${3}")
+		if lo, hi, ok := unparsedPassword(raw); ok {
+			return raw[:lo] + redacted + raw[hi:]
+		}
+		return raw
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), redacted)
@@ -59,8 +76,18 @@ func RedactURL(raw string) string {
 		}
 	}
 	// url.URL.String escapes the placeholder's characters nowhere, so the result reads plainly.
-	return u.String()
+	out := u.String()
+	if odd(u) {
+		if lo, hi, ok := unparsedPassword(out); ok {
+			out = out[:lo] + redacted + out[hi:]
+		}
+	}
+	return out
 }
+
+// odd reports whether u parsed without a host or with a fragment, where a userinfo net/url did not recognise
+// ("a://#:PASSWORD@host") may hide in its path or fragment.
+func odd(u *url.URL) bool { return u.Host == "" || u.Fragment != "" }
 
 // urlSecrets returns the secrets in raw: its password and its sensitive query values, raw and escaped, so that
 // an error message quoting them in either form is scrubbed.
@@ -74,13 +101,16 @@ func urlSecrets(raw string) []string {
 	}
 	u, ok := parseURL(raw)
 	if !ok {
-		if m := userinfoRE.FindStringSubmatch(raw); m != nil {
-			add(m[2])
+		if lo, hi, ok := unparsedPassword(raw); ok {
+			add(raw[lo:hi])
 		}
 		return out
 	}
 	if p, ok := u.User.Password(); ok {
 		add(p)
+	}
+	if lo, hi, ok := unparsedPassword(raw); ok && odd(u) {
+		add(raw[lo:hi])
 	}
 	for k, vs := range u.Query() {
 		if isSensitive(k) {
