@@ -32,9 +32,9 @@ func testRelayDrain(t *testing.T, db string) {
 	const (
 		n     = 20
 		batch = 4
-		table = "drain_outbox"
 		hold  = 300 * time.Millisecond // how long the receiver takes over each request
 	)
+	table := freshTable("drain_outbox")
 	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + table, "POSTBOX_WEBHOOK_SECRET=drain-test-secret"}
 	ok := func(args ...string) string {
 		t.Helper()

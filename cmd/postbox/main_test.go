@@ -177,6 +177,9 @@ func (r *relayProcess) stop(t *testing.T) {
 	}
 }
 
+// freshTable returns a table name no earlier run used, so that repeated runs (go test -count=N) start empty.
+func freshTable(prefix string) string { return fmt.Sprintf("%s_%x", prefix, time.Now().UnixNano()) }
+
 // TestBinary drives the built binary as an operator would: migrate, send, relay until SIGTERM, status, dead
 // letters; against PostgreSQL, MariaDB and SQLite, configured through the environment.
 func TestBinary(t *testing.T) {
@@ -190,7 +193,7 @@ func TestBinary(t *testing.T) {
 }
 
 func testBinary(t *testing.T, db string) {
-	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=bin_outbox"}
+	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + freshTable("bin_outbox")}
 	ok := func(args ...string) string {
 		t.Helper()
 		return mustPostbox(t, env, args...)
