@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver/pgxv5"
-	"github.com/postbox-go/postbox/internal/testenv"
 )
 
 // statementCounter counts the statements a pool sends.
@@ -38,7 +38,7 @@ func TestEnqueueBatchIsOneStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	table := testenv.Unique("pbt_batch")
+	table := fmt.Sprintf("pbt_batch_%x", time.Now().UnixNano()) // a fresh table on every run
 	c, err := postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: table, InboxTable: table + "_inbox"})
 	if err != nil {
 		t.Fatal(err)
