@@ -67,6 +67,11 @@ func (b *Backoff) Next() time.Duration {
 	return Delay(b.Base, b.Max, b.attempts)
 }
 
+// Again returns a delay at the level of the failures recorded so far, without recording one more: for a failure
+// that says "not yet" rather than "worse", such as a server that is starting up. With no failure recorded it
+// returns the first level's delay.
+func (b *Backoff) Again() time.Duration { return Delay(b.Base, b.Max, b.attempts) }
+
 // Reset forgets the failures after a success, so the next failure waits Base again.
 func (b *Backoff) Reset() { b.attempts = 0 }
 

@@ -97,3 +97,20 @@ func TestBackoffGrowsWithFailuresAndResets(t *testing.T) {
 		t.Fatalf("first Next() after Reset = %v, want at most the base (1s)", d)
 	}
 }
+
+func TestAgainHoldsTheLevel(t *testing.T) {
+	b := Backoff{Base: time.Second, Max: time.Minute}
+	if d := b.Again(); d > time.Second {
+		t.Fatalf("Again() with no failure = %v, want at most the base (1s)", d)
+	}
+	b.Next()
+	b.Next()
+	for range 100 {
+		if d := b.Again(); d < time.Second || d > 2*time.Second {
+			t.Fatalf("Again() after two failures = %v, want within [1s, 2s]", d)
+		}
+	}
+	if b.Attempts() != 2 {
+		t.Fatalf("Again() recorded a failure: Attempts() = %d, want 2", b.Attempts())
+	}
+}
