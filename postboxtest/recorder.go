@@ -1,5 +1,6 @@
 // Package postboxtest has helpers for testing code that uses Postbox: a Recorder publisher that keeps what it
-// was given, and lets a test make it fail.
+// was given and lets a test make it fail, a Subscriber that delivers events to a consumer in memory and records
+// how each was settled, and a Clock that moves only when told to.
 package postboxtest
 
 import (
