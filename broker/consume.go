@@ -23,6 +23,9 @@ type ConsumeConfig struct {
 	SettleTimeout time.Duration
 	// Logger receives the deliveries that failed or were rejected, and settle failures. Default: slog.Default().
 	Logger *slog.Logger
+	// OnOutcome, when set, is called with each delivery's Result and error after it was processed and before it
+	// is settled, for metrics. It must not settle the delivery. Default: none.
+	OnOutcome func(ctx context.Context, d *Delivery, res postbox.Result, err error)
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
@@ -88,6 +91,9 @@ func Consume[TTx any](ctx context.Context, sub Subscriber, consumer *postbox.Con
 func (c ConsumeConfig) handler(process func(context.Context, *Delivery) (postbox.Result, error)) DeliveryHandler {
 	return func(ctx context.Context, d *Delivery) {
 		res, err := process(ctx, d)
+		if c.OnOutcome != nil {
+			c.OnOutcome(ctx, d, res, err)
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.SettleTimeout)
 		defer cancel()
 		attrs := []any{"id", d.Message.ID, "topic", d.Message.Topic, "attempt", d.Attempt, "outcome", res.Outcome}

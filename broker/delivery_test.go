@@ -145,7 +145,15 @@ func TestConsumeSettlesByOutcome(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var got *broker.Delivery
-			h := broker.ConsumeHandler(cfg, func(ctx context.Context, d *broker.Delivery) (postbox.Result, error) {
+			var seen postbox.Outcome = -1
+			cfg := *cfg
+			cfg.OnOutcome = func(_ context.Context, d *broker.Delivery, res postbox.Result, err error) {
+				if d.Settled() {
+					t.Error("OnOutcome called after the delivery was settled")
+				}
+				seen = res.Outcome
+			}
+			h := broker.ConsumeHandler(&cfg, func(ctx context.Context, d *broker.Delivery) (postbox.Result, error) {
 				got = d
 				if tc.ctxDone {
 					cancel() // Receive stops while the delivery commits
@@ -157,6 +165,9 @@ func TestConsumeSettlesByOutcome(t *testing.T) {
 				t.Fatalf("process got %+v", got)
 			}
 			want(t, s.got(), tc.want)
+			if seen != tc.outcome {
+				t.Errorf("OnOutcome saw %v; want %v", seen, tc.outcome)
+			}
 		})
 	}
 }
