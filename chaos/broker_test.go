@@ -122,7 +122,9 @@ func receiver(cfg roleConfig, log *slog.Logger) (receiveFunc, func(), error) {
 // receiveFunc is a broker.Subscriber made of its Receive method.
 type receiveFunc func(ctx context.Context, handle broker.DeliveryHandler) error
 
-func (f receiveFunc) Receive(ctx context.Context, handle broker.DeliveryHandler) error { return f(ctx, handle) }
+func (f receiveFunc) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
+	return f(ctx, handle)
+}
 
 // setupNATS starts the scenario's nats-server and creates its stream and durable consumer.
 func (w *world) setupNATS(ctx context.Context, opt worldOptions) error {
