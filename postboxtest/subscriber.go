@@ -21,7 +21,7 @@ type Subscriber struct {
 	queue   []broker.Event
 	attempt map[string]int
 	settled []Settlement
-	changed chan struct{}
+	changed changes
 }
 
 // Settlement is how one delivery was settled.
@@ -49,7 +49,7 @@ func (s *Subscriber) Send(events ...broker.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue, events...)
-	s.changedLocked()
+	s.changed.signal()
 }
 
 // Receive delivers the queued events to handle, one at a time, until ctx is cancelled, and then returns nil.
@@ -60,7 +60,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 {
-			ch := s.waitLocked()
+			ch := s.changed.wait()
 			s.mu.Unlock()
 			select {
 			case <-ch:
@@ -98,38 +98,7 @@ func (s *Subscriber) Settlements() []Settlement {
 // WaitSettled waits until n deliveries were settled, or timeout passes, or ctx is done, and reports whether n
 // were reached.
 func (s *Subscriber) WaitSettled(ctx context.Context, n int, timeout time.Duration) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		if len(s.settled) >= n {
-			s.mu.Unlock()
-			return true
-		}
-		ch := s.waitLocked()
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-func (s *Subscriber) waitLocked() chan struct{} {
-	if s.changed == nil {
-		s.changed = make(chan struct{})
-	}
-	return s.changed
-}
-
-func (s *Subscriber) changedLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	return s.changed.waitUntil(ctx, &s.mu, timeout, func() bool { return len(s.settled) >= n })
 }
 
 func (s *Subscriber) settle(st Settlement, again *broker.Event) {
@@ -139,7 +108,7 @@ func (s *Subscriber) settle(st Settlement, again *broker.Event) {
 	if again != nil {
 		s.queue = append(s.queue, *again)
 	}
-	s.changedLocked()
+	s.changed.signal()
 }
 
 type acker struct {
