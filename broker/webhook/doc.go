@@ -27,7 +27,7 @@
 // # Dedup
 //
 // HTTP has no broker-side dedup. A retried or replayed request carries the same message ID (webhook-id and
-// ce-id); receivers dedup with Postbox's inbox (Receiver plus broker.AckAfter and postbox.Process) or their own
+// ce-id); receivers dedup with Postbox's inbox (broker.Consume with the Receiver) or their own
 // store keyed by that ID.
 //
 // # Receiving

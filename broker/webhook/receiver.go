@@ -56,7 +56,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 // that orders by key (Publisher does) keeps one request per key in flight.
 func (r *Receiver) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("webhook: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("webhook: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	r.mu.Lock()
 	if r.handle != nil {

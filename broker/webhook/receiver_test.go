@@ -62,18 +62,16 @@ func newReceiver(t *testing.T) *webhook.Receiver {
 }
 
 func TestReceiverOutcomes(t *testing.T) {
-	permanent := postbox.Permanent(errors.New("malformed order"))
-	srv := receiving(t, newReceiver(t), broker.AckPolicy{Logger: quiet(),
-		NackDelay: func(int) time.Duration { return 1500 * time.Millisecond }}.Wrap(
-		func(ctx context.Context, m postbox.Message) error {
-			switch m.Type {
-			case "fail":
-				return errors.New("database down")
-			case "poison":
-				return permanent
-			}
-			return nil
-		}))
+	srv := receiving(t, newReceiver(t), func(ctx context.Context, d *broker.Delivery) {
+		switch d.Message.Type {
+		case "fail":
+			_ = d.Nack(ctx, 1500*time.Millisecond)
+		case "poison":
+			_ = d.Reject(ctx)
+		default:
+			_ = d.Ack(ctx)
+		}
+	})
 	pub := publisher(t, srv.URL, webhook.Config{})
 	recs := brokertest.Records("orders", 3, 0)
 	recs[1].Type, recs[2].Type = "fail", "poison"
