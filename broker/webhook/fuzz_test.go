@@ -82,3 +82,51 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVerifierHeaders: whatever the signature headers and the timestamp hold, Verify never panics, computes at
+// most two HMACs per secret, and accepts a request only when its webhook-signature holds the true body
+// signature and its Postbox-Signature the true headers signature.
+func FuzzVerifierHeaders(f *testing.F) {
+	f.Add("v1,AAAA", "", "1700000000", "orders")
+	f.Add("v1, v1, v1,", "v1,", "1700000000", "")
+	f.Add("v1,"+strings.Repeat("A", 43)+"= v2,x", "v1,"+strings.Repeat("A", 43)+"=", "+1700000000", "a,b")
+	f.Add(strings.Repeat(" ", 100)+"v1,x", "v0,", "17e8", "x")
+	f.Add("TRUE", "TRUE", "1700000000", "orders")
+	f.Fuzz(func(t *testing.T, sigHeader, headersSig, ts, topic string) {
+		secrets := []string{testSecret, webhook.FormatSecret([]byte("fuzz-second-secret-0123456789"))}
+		v := &webhook.Verifier{Secrets: secrets, Now: func() time.Time { return now }}
+		body := []byte(`{"n":1}`)
+		h := http.Header{}
+		h.Set(webhook.HeaderTopic, topic)
+		h.Set(webhook.HeaderID, "m1")
+		h.Set(webhook.HeaderTimestamp, ts)
+		sec, tsErr := strconv.ParseInt(ts, 10, 64)
+		trueBody := webhook.Sign(testKey, "m1", sec, body)
+		trueHeaders := webhook.SignHeaders(testKey, "m1", sec, h)
+		// "TRUE" stands for the true signature, so that the accepting paths are explored too.
+		h.Set(webhook.HeaderSignature, strings.ReplaceAll(sigHeader, "TRUE", trueBody))
+		h.Set(webhook.HeaderSignedHeaders, strings.ReplaceAll(headersSig, "TRUE", trueHeaders))
+		macs := webhook.CountMACs(t)
+		err := v.Verify(h, body)
+		if n := macs.Load(); n > int64(2*len(secrets)) {
+			t.Fatalf("Verify computed %d HMACs for %d secrets", n, len(secrets))
+		}
+		if err != nil {
+			return
+		}
+		if tsErr != nil {
+			t.Fatalf("accepted timestamp %q", ts)
+		}
+		has := func(header, want string) bool {
+			for _, s := range strings.Fields(header) {
+				if s == want {
+					return true
+				}
+			}
+			return false
+		}
+		if !has(h.Get(webhook.HeaderSignature), trueBody) || !has(h.Get(webhook.HeaderSignedHeaders), trueHeaders) {
+			t.Fatalf("accepted %q / %q without the true signatures", h.Get(webhook.HeaderSignature), h.Get(webhook.HeaderSignedHeaders))
+		}
+	})
+}
