@@ -43,8 +43,8 @@ type PublisherConfig struct {
 	// MinSecretBytes bytes of key. Required: unsigned webhooks let anyone forge events.
 	Secret string
 	// Client sends the requests. Its CheckRedirect is replaced so that redirects are never followed (a POST
-	// redirected with 301, 302 or 303 would arrive as a GET without its body). Default: a client with
-	// http.DefaultTransport.
+	// redirected with 301, 302 or 303 would arrive as a GET without its body). Default: a client with a clone
+	// of http.DefaultTransport.
 	Client *http.Client
 	// Timeout bounds each request, from connecting to reading the status. Default: DefaultTimeout.
 	Timeout time.Duration
@@ -124,6 +124,9 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 		p.url, _ = parseURLTemplate(c.URL)
 	}
 	p.client = &http.Client{}
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		p.client.Transport = t.Clone() // a pool of its own, which Close empties
+	}
 	if c.Client != nil {
 		cl := *c.Client
 		p.client = &cl

@@ -78,6 +78,9 @@ func newStatusServer(t *testing.T) *statusServer {
 func publisher(t *testing.T, url string, cfg webhook.PublisherConfig) *webhook.Publisher {
 	t.Helper()
 	cfg.URL, cfg.Secret, cfg.Client = url, testSecret, client(t)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
 	p, err := webhook.NewPublisher(&cfg)
 	if err != nil {
 		t.Fatal(err)
