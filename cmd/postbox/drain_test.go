@@ -97,7 +97,7 @@ func testRelayDrain(t *testing.T, db string) {
 		t.Fatalf("no webhook request within 30s; relay stderr:\n%s", relay.stderr.String())
 	}
 	relay.stop(t)
-	got, bad := snapshot()
+	got, _ := snapshot() // faults accumulate and are checked once, after run 2
 	first := map[string]bool{}
 	for _, id := range got[0] {
 		if first[id] {
@@ -141,7 +141,7 @@ func testRelayDrain(t *testing.T, db string) {
 		return len(all) == n
 	})
 	relay.stop(t)
-	got, bad = snapshot()
+	got, bad := snapshot()
 	times := map[string]int{}
 	for _, id := range append(got[0], got[1]...) {
 		times[id]++
