@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
@@ -239,7 +241,7 @@ func (p *Publisher) post(ctx context.Context, rec postbox.Record) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err = fmt.Errorf("webhook: post message %s to %s: %s: %s", rec.ID, redactURL(url), resp.Status, strings.TrimSpace(string(snippet)))
+	err = fmt.Errorf("webhook: post message %s to %s: %s: %s", rec.ID, redactURL(url), resp.Status, printable(strings.TrimSpace(string(snippet))))
 	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
 		err = fmt.Errorf("%w (redirects are not followed; set the URL to %s)", err, redactURL(loc))
 	}
@@ -259,6 +261,18 @@ func (p *Publisher) post(ctx context.Context, rec postbox.Record) error {
 // status will not change by itself.
 func retryable(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+}
+
+// printable replaces what a terminal would interpret (control characters, escape sequences, bidirectional
+// overrides, invalid UTF-8) in a receiver's answer with U+FFFD: the error is stored as the message's last error
+// and printed by operators' tools.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 // secretMismatch: the statuses receivers answer when a signature does not verify (Verifier and Receiver answer

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
@@ -231,6 +232,20 @@ func TestSecretMismatchIsNamed(t *testing.T) {
 	err = publisher(t, srv.URL, webhook.PublisherConfig{Logger: quiet()}).Publish(context.Background(), brokertest.Records("t", 1, 0))
 	if !postbox.IsPermanent(err) || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "secret differs") {
 		t.Fatalf("Publish to a receiver with another secret = %v; want a permanent 401 naming a secret mismatch", err)
+	}
+}
+
+// TestResponseIsPrintable: a receiver's answer becomes the message's last error, which operators print: what a
+// terminal would interpret (escape sequences, bidirectional overrides, invalid UTF-8) is replaced.
+func TestResponseIsPrintable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = io.WriteString(w, "bad \x1b]0;owned\x07\x1b[2J \u202egnp.exe\xff order ü")
+	}))
+	defer srv.Close()
+	err := publisher(t, srv.URL, webhook.PublisherConfig{}).Publish(context.Background(), brokertest.Records("t", 1, 0))
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07\u202e") || !utf8.ValidString(err.Error()) || !strings.Contains(err.Error(), "order ü") {
+		t.Fatalf("Publish = %q; want the answer without control characters, its text kept", err)
 	}
 }
 
