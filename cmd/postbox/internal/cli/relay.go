@@ -90,7 +90,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as :9090")
 		f.String(&ro.source, "source", "", "postbox", "URI", "CloudEvents source of published messages")
 		webhookSecret := f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET",
-			"key signing http(s) webhook requests: whsec_<base64> (Standard Webhooks) or text of 24+ bytes; never printed; prefer POSTBOX_WEBHOOK_SECRET")
+			"key signing http(s) webhook requests: whsec_<base64> or text of 24+ bytes; never printed; prefer the environment variable, since ps shows flags")
 		webhookSecret.secretValue = true
 		f.Int(&ro.cfg.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one claim takes")
 		f.Int(&ro.cfg.Workers, "workers", postbox.DefaultWorkers, "concurrent claim-publish-settle loops")
