@@ -35,7 +35,7 @@ func testRelayDrain(t *testing.T, db string) {
 		hold  = 300 * time.Millisecond // how long the receiver takes over each request
 	)
 	table := freshTable("drain_outbox")
-	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + table, "POSTBOX_WEBHOOK_SECRET=drain-test-secret"}
+	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + table, "POSTBOX_WEBHOOK_SECRET=drain-test-secret-0123456789"}
 	ok := func(args ...string) string {
 		t.Helper()
 		return mustPostbox(t, env, args...)
