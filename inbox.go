@@ -119,7 +119,7 @@ func (c *Consumer[TTx]) recordFailure(ctx context.Context, m Message, cause erro
 			return err
 		}
 		dl := c.deadLetter(m, res.Failures, cause)
-		if err := c.client.Enqueue(ctx, tx, dl); err != nil {
+		if _, err := c.client.Enqueue(ctx, tx, dl); err != nil {
 			return fmt.Errorf("enqueue dead letter: %w", err)
 		}
 		rep.enqueued = []Message{dl}
