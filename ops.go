@@ -39,6 +39,9 @@ type DeadFilter struct {
 	Limit int
 }
 
+// Empty reports whether f selects nothing, which ListDead, RetryDead and PurgeDead refuse.
+func (f DeadFilter) Empty() bool { return f.Topic == "" && len(f.IDs) == 0 && !f.All }
+
 // Stats counts pending and dead messages, in total and per topic.
 func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
 	topics, err := c.store.Stats(ctx)
@@ -61,7 +64,7 @@ func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (c *Client[TTx]) checkFilter(f *DeadFilter) error {
-	if f.Topic == "" && len(f.IDs) == 0 && !f.All {
+	if f.Empty() {
 		return fmt.Errorf("%w: the dead-letter filter selects nothing; set Topic, IDs or All", ErrInvalidConfig)
 	}
 	for i, id := range f.IDs {

@@ -152,6 +152,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"partitions", "--db", "sqlite:x.db", "--period", "weekly"}, `--period "weekly": use hourly, daily or monthly`},
 		{nil, []string{"partitions", "--db", "sqlite:x.db", "--lookahead", "0"}, "--lookahead 0: use 1 or more"},
 		{nil, []string{"migrate", "up", "--db", "sqlite:x.db", "--partitioned"}, "--partitioned: SQLite has no table partitioning"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:", "--dead-holds-key"}, "--dead-holds-key applies to ordered relays only; add --ordered"},
 		// Malformed URLs are refused at start-up with what is wrong, never retried for ever.
 		{nil, []string{"status", "--db", "postgres://u:pw@[::1"}, `matching "]"`},
 		{nil, []string{"status", "--db", "postgres://u:pw@host:notaport/db"}, "invalid port"},
