@@ -13,7 +13,7 @@ fuzzers=(
 	". ./driver FuzzQuoteIdent"
 	". ./broker FuzzCloudEventsRoundTrip"
 	". ./broker FuzzCloudEventsDecode"
-	". ./jsonschema FuzzSchema"
+	"jsonschema . FuzzSchema"
 	"broker/webhook . FuzzVerify"
 	"cmd/postbox ./internal/cli FuzzRedactURL"
 	"cmd/postbox ./internal/cli FuzzMatchTopic"
