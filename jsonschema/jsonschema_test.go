@@ -98,12 +98,12 @@ func TestStandardKeywords(t *testing.T) {
 
 func TestCompileRefusesInvalidSchemas(t *testing.T) {
 	bad := map[string]string{
-		`{"type":"decimal"}`:                        `type`,
-		`{"minLength":-1}`:                          `minLength`,
-		`{"pattern":"("}`:                           `pattern`,
-		`{"multipleOf":0}`:                          `multipleOf`,
-		`"object"`:                                  `jsonschema: `,
-		`{"type":"object",}`:                        `not valid JSON`,
+		`{"type":"decimal"}`: `type`,
+		`{"minLength":-1}`:   `minLength`,
+		`{"pattern":"("}`:    `pattern`,
+		`{"multipleOf":0}`:   `multipleOf`,
+		`"object"`:           `jsonschema: `,
+		`{"type":"object",}`: `not valid JSON`,
 		`{"additionalProperties":{"type":"strin"}}`: `additionalProperties`,
 		`{"required":"id"}`:                         `required`,
 		// Nothing is loaded from outside the schema: no files, no network.
