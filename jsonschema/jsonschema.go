@@ -136,17 +136,17 @@ func describe(ve *sjs.ValidationError) error {
 	case *kind.Pattern:
 		msg = fmt.Sprintf("does not match the pattern %s", k.Want)
 	case *kind.MinLength:
-		msg = fmt.Sprintf("has %d characters; the minimum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "characters", "minimum", k.Want)
 	case *kind.MaxLength:
-		msg = fmt.Sprintf("has %d characters; the maximum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "characters", "maximum", k.Want)
 	case *kind.MinItems:
-		msg = fmt.Sprintf("has %d items; the minimum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "items", "minimum", k.Want)
 	case *kind.MaxItems:
-		msg = fmt.Sprintf("has %d items; the maximum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "items", "maximum", k.Want)
 	case *kind.MinProperties:
-		msg = fmt.Sprintf("has %d properties; the minimum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "properties", "minimum", k.Want)
 	case *kind.MaxProperties:
-		msg = fmt.Sprintf("has %d properties; the maximum is %d", k.Got, k.Want)
+		msg = bound(k.Got, "properties", "maximum", k.Want)
 	case *kind.UniqueItems:
 		msg = fmt.Sprintf("has equal items at %d and %d; the schema wants them unique", k.Duplicates[0], k.Duplicates[1])
 	case *kind.Minimum:
@@ -165,6 +165,11 @@ func describe(ve *sjs.ValidationError) error {
 		msg = fmt.Sprintf("fails the schema's %q rule", strings.Join(k.KeywordPath(), "/"))
 	}
 	return fmt.Errorf("%s %s", at, msg)
+}
+
+// bound words a count outside its limit: "has 0 items; the minimum is 1".
+func bound(got int, what, limit string, want int) string {
+	return fmt.Sprintf("has %d %s; the %s is %d", got, what, limit, want)
 }
 
 // pointer returns the JSON Pointer of tokens below root.
