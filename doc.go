@@ -13,10 +13,11 @@
 //
 //	tx, err := pool.Begin(ctx)
 //	_, err = tx.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, total)
-//	err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: id, Type: "order.created", Payload: body})
+//	msgID, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: id, Type: "order.created", Payload: body})
 //	err = tx.Commit(ctx)
 //
-// Enqueue validates the message before writing anything and never commits or rolls back your transaction.
+// Enqueue validates the message before writing anything, never commits or rolls back your transaction, and returns
+// the message's ID (a UUIDv7 unless you set Message.ID), the key the broker and the consumers' inbox deduplicate by.
 //
 // # Relay
 //
@@ -28,6 +29,9 @@
 //
 //	relay, err := postbox.NewRelay(client, publisher, &postbox.RelayConfig{BatchSize: 500})
 //	err = relay.Run(ctx) // until ctx is cancelled; the in-flight batch settles first
+//
+// A client made with Config.Ordered makes its relays publish the messages of each key one at a time, in enqueue
+// order.
 //
 // A failed publish is retried with exponential backoff and jitter; after RelayConfig.MaxAttempts, or at once for
 // an error wrapped with Permanent, the message is parked as dead with its last error. Operators list, retry and

@@ -33,7 +33,7 @@ type roleConfig struct {
 	Prefix   string // the scenario's table prefix
 	Stream   string
 	Consumer string // the durable consumer's and the inbox consumer's name
-	Ordered  bool   // the outbox is migrated for ordered relays, and relays claim in per-key order
+	Ordered  bool   // the clients are ordered: the outbox is migrated for it, and relays claim in per-key order
 
 	// Relay
 	BatchSize    int
@@ -161,7 +161,7 @@ func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(
 	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, &postbox.RelayConfig{
 		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
 		PublishTimeout: 3 * time.Second, Backoff: func(int) time.Duration { return backoff },
-		Ordered: cfg.Ordered, DeadHoldsKey: cfg.DeadHoldsKey,
+		DeadHoldsKey: cfg.DeadHoldsKey,
 	})
 	if err != nil {
 		return err

@@ -51,7 +51,8 @@ func TestTraceContextThroughNATS(t *testing.T) {
 	c := newClient(t, &postbox.Config{OnEnqueue: postboxotel.InjectTraceContext(nil)})
 	pctx, producer := tp.Tracer("shop").Start(ctx, "place order")
 	err = c.InTx(pctx, func(ctx context.Context, tx *sql.Tx) error {
-		return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`)})
+		_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`)})
+		return err
 	})
 	producer.End()
 	if err != nil {

@@ -13,7 +13,7 @@ fuzzers=(
 	". ./driver FuzzQuoteIdent"
 	". ./broker FuzzCloudEventsRoundTrip"
 	". ./broker FuzzCloudEventsDecode"
-	". ./jsonschema FuzzSchema"
+	"jsonschema . FuzzSchema"
 	"broker/webhook . FuzzVerify"
 	"broker/webhook . FuzzVerifierHeaders"
 	"cmd/postbox ./internal/cli FuzzRedactURL"

@@ -52,7 +52,7 @@ func TestEndToEnd(t *testing.T) {
 				m := postbox.Message{ID: postbox.NewID(), Topic: topic, Key: fmt.Sprintf("order-%d", (i+j)%7), Type: "order.placed",
 					Payload: []byte(fmt.Sprintf(`{"n":%d}`, i+j))}
 				ids = append(ids, m.ID)
-				if err := client.Enqueue(ctx, tx, m); err != nil {
+				if _, err := client.Enqueue(ctx, tx, m); err != nil {
 					return err
 				}
 			}

@@ -318,7 +318,7 @@ func testInboxDuplicateTx[TTx any](t *testing.T, newDriver NewDriver[TTx], opts 
 	if err := e.write(ctx, tx, "billing", later); err != nil {
 		t.Fatalf("a statement after a duplicate claim, in the same transaction: %v", err)
 	}
-	if err := e.c.Enqueue(ctx, tx, postbox.Message{Topic: "invoices", Type: "invoice.created"}); err != nil {
+	if _, err := e.c.Enqueue(ctx, tx, postbox.Message{Topic: "invoices", Type: "invoice.created"}); err != nil {
 		t.Fatalf("Enqueue after a duplicate claim, in the same transaction: %v", err)
 	}
 	if fresh, err := cons.Claim(ctx, tx, next.ID); err != nil || !fresh {

@@ -38,6 +38,10 @@ func testCommands(t *testing.T, tg target) {
 	// migrate sql needs no database: the URL only picks the dialect.
 	sql := ok("migrate", "sql").stdout
 	mustContain(t, "migrate sql", sql, "-- postbox migration 0001", "CREATE TABLE IF NOT EXISTS "+tg.quote+tg.table+tg.quote)
+	if strings.Contains(sql, "migration 0003") {
+		t.Errorf("migrate sql without --ordered lists the ordered index:\n%s", sql)
+	}
+	mustContain(t, "migrate sql --ordered", ok("migrate", "sql", "--ordered").stdout, "-- postbox migration 0003")
 	mustContain(t, "migrate status before up", ok("migrate", "status").stdout, "0001", " no", "to apply: run postbox migrate up")
 	mustContain(t, "migrate up", ok("migrate", "up").stdout, "applied migration 0001")
 	mustContain(t, "migrate up again", ok("migrate", "up").stdout, "up to date")

@@ -308,7 +308,7 @@ func (c *demoCounters) percentile(p float64) float64 {
 }
 
 // produce is the order service: each order and its event commit in one transaction.
-func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbox.Relay[*sql.Tx], o demoOptions, c *demoCounters) error {
+func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbox.Relay, o demoOptions, c *demoCounters) error {
 	var next atomic.Int64
 	errs := make(chan error, o.producers)
 	start := time.Now()
@@ -330,8 +330,9 @@ func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbo
 						order.OrderID, order.Customer, order.Total); err != nil {
 						return err
 					}
-					return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: order.Customer,
+					_, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: order.Customer,
 						Type: "order.created", Payload: payload})
+					return err
 				})
 				if err != nil {
 					errs <- err
