@@ -62,7 +62,7 @@ type Config struct {
 	// UUIDv7 ID), which is never later than its delivery: an inbox partition is dropped once its whole range is
 	// older than InboxRetention. It must exceed the longest time from a message's creation to its last possible
 	// redelivery, or a late redelivery is processed again. Claims of IDs that are not UUIDv7 are left to
-	// postbox.Client.InboxCleanup. Default: DefaultInboxRetention (7 days).
+	// a postbox.Cleaner. Default: DefaultInboxRetention (7 days).
 	InboxRetention time.Duration
 	// DropDead lets a partition past retention be dropped with its dead messages. Default: false, so dead
 	// messages keep their partition until an operator retries or purges them.
@@ -179,7 +179,7 @@ type span struct {
 
 // RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention, in the
 // inbox and then in the outbox. An inbox created without the partitioned layout (before Config.Partitioned shaped
-// the inbox) is left to postbox.Client.InboxCleanup. It returns postbox.ErrLocked, having done nothing, when
+// the inbox) is left to a postbox.Cleaner. It returns postbox.ErrLocked, having done nothing, when
 // another maintainer of the same table set is running. On error the Result is empty: on PostgreSQL the whole run
 // is one transaction and was rolled back, while on MySQL, where DDL commits at once, the statements that ran are
 // in the log.
@@ -256,7 +256,7 @@ func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Resul
 func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now time.Time) (created, dropped []string, err error) {
 	layout, spans, err := m.list(ctx, sess, sqlshared.InboxPartitions)
 	if errors.Is(err, ErrNotPartitioned) {
-		m.log.DebugContext(ctx, "the inbox is not partitioned; Client.InboxCleanup keeps it small", "inbox", m.names.Inbox)
+		m.log.DebugContext(ctx, "the inbox is not partitioned; a postbox.Cleaner keeps it small", "inbox", m.names.Inbox)
 		return nil, nil, nil
 	}
 	if err != nil {

@@ -152,6 +152,16 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	})
 }
 
+// cleaner returns a Cleaner of c with cfg, failing the test when cfg is refused.
+func cleaner[TTx any](t *testing.T, c *postbox.Client[TTx], cfg *postbox.CleanupConfig) *postbox.Cleaner {
+	t.Helper()
+	cl, err := postbox.NewCleaner(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 // namesOf returns the identifiers of c's tables.
 func namesOf[TTx any](c *postbox.Client[TTx]) driver.Names {
 	cfg := c.Config()

@@ -87,14 +87,14 @@ func testInboxPartitions[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	// The claim left with its partition: a redelivery past retention is a new delivery.
 	deliver(t, c, "redelivery past retention", early, postbox.Processed)
 
-	// InboxCleanup removes claims by receive time from every partition, the tail included.
+	// A Cleaner removes claims by receive time from every partition, the tail included.
 	clock.Advance(24 * time.Hour)
-	deleted, err := c.InboxCleanup(context.Background(), time.Hour, 100)
-	if err != nil || deleted != 4 {
-		t.Fatalf("InboxCleanup = %d, %v; want the 4 claims received more than an hour ago deleted", deleted, err)
+	cleaned, err := cleaner(t, c, &postbox.CleanupConfig{InboxRetention: time.Hour, BatchSize: 100}).RunOnce(context.Background())
+	if err != nil || cleaned.Inbox != 4 {
+		t.Fatalf("cleanup = %+v, %v; want the 4 claims received more than an hour ago deleted", cleaned, err)
 	}
 	if n := tailRows(t, drv, c, inbox); n != 0 {
-		t.Fatalf("%d claims in the inbox's tail after InboxCleanup; want 0", n)
+		t.Fatalf("%d claims in the inbox's tail after the cleanup; want 0", n)
 	}
-	deliver(t, c, "delivery after InboxCleanup of the ID that is not a UUIDv7", custom, postbox.Processed)
+	deliver(t, c, "delivery after the cleanup of the ID that is not a UUIDv7", custom, postbox.Processed)
 }

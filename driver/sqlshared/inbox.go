@@ -21,8 +21,6 @@ type inboxSQL struct {
 	lockKey      string // stripe: queues claimers of one key (MySQL only; see mysqlInboxQueries)
 	markFailed   string // consumer, message id, received at, failures, last error
 	dropFailures string // consumer, message id
-	cleanClaims  string // before, limit
-	cleanCounts  string // before, limit
 }
 
 // inboxQueries renders the inbox statements. They are cheap to build, so they are built per call rather than
@@ -46,10 +44,6 @@ func (d Dialect) inboxQueries(n driver.Names) inboxSQL {
 			" VALUES (" + p(1) + ", " + p(2) + ", 'failed', " + p(3) + ", " + p(4) + ", " + p(5) + ")" +
 			" ON CONFLICT (consumer, message_id) DO NOTHING",
 		dropFailures: "DELETE FROM " + failures + " WHERE consumer = " + p(1) + " AND message_id = " + p(2),
-		cleanClaims: "DELETE FROM " + inbox + " WHERE (consumer, message_id) IN (SELECT consumer, message_id FROM " + inbox +
-			" WHERE received_at < " + p(1) + " ORDER BY received_at LIMIT " + p(2) + ")",
-		cleanCounts: "DELETE FROM " + failures + " WHERE (consumer, message_id) IN (SELECT consumer, message_id FROM " + failures +
-			" WHERE updated_at < " + p(1) + " ORDER BY updated_at LIMIT " + p(2) + ")",
 	}
 }
 
@@ -99,37 +93,4 @@ func (s *store[TTx]) InboxFail(ctx context.Context, tx TTx, f driver.InboxFailur
 		}
 	}
 	return res, nil
-}
-
-func (s *store[TTx]) InboxCleanup(ctx context.Context, before time.Time, limit int) (int64, error) {
-	if s.d.my() {
-		return s.inboxCleanupMySQL(ctx, before, limit)
-	}
-	q := s.d.inboxQueries(s.n)
-	var deleted int64
-	err := s.inTx(ctx, func(tx Conn) error {
-		if s.d.pg() {
-			// One cleaner per inbox at a time; SQLite gets the same from its single writer (BEGIN IMMEDIATE).
-			var got bool
-			err := tx.Query(ctx, "SELECT pg_try_advisory_xact_lock($1)", []any{lockKey(s.n, "inbox-cleanup\x00"+s.n.Inbox)},
-				func(scan func(...any) error) error { return scan(&got) })
-			if err != nil {
-				return err
-			}
-			if !got {
-				return driver.ErrLocked
-			}
-		}
-		claims, err := tx.Exec(ctx, q.cleanClaims, s.d.Time(before), limit)
-		if err != nil {
-			return err
-		}
-		counts, err := tx.Exec(ctx, q.cleanCounts, s.d.Time(before), limit)
-		if err != nil {
-			return err
-		}
-		deleted = claims + counts
-		return nil
-	})
-	return deleted, err
 }

@@ -252,44 +252,7 @@ func (d Dialect) mysqlInboxQueries(n driver.Names) inboxSQL {
 		markFailed: "INSERT IGNORE INTO " + inbox + " (consumer, message_id, status, received_at, failures, last_error)" +
 			" VALUES (?, ?, 'failed', ?, ?, ?)",
 		dropFailures: "DELETE FROM " + failures + " WHERE consumer = ? AND message_id = ?",
-		cleanClaims:  "DELETE FROM " + inbox + " WHERE received_at < ? ORDER BY received_at LIMIT ?",
-		cleanCounts:  "DELETE FROM " + failures + " WHERE updated_at < ? ORDER BY updated_at LIMIT ?",
 	}
-}
-
-// inboxCleanupMySQL deletes one batch of old claims and one of old failure counts under the inbox's GET_LOCK, on
-// a session of its own at READ COMMITTED, each delete committing on its own.
-func (s *store[TTx]) inboxCleanupMySQL(ctx context.Context, before time.Time, limit int) (deleted int64, err error) {
-	q := s.d.inboxQueries(s.n)
-	purpose := "inbox-cleanup/" + s.n.Inbox
-	sess, err := s.b.Session(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, sess.Close()) }()
-	got, err := s.d.TryLock(ctx, sess, s.n, purpose)
-	if err != nil {
-		return 0, err
-	}
-	if !got {
-		return 0, driver.ErrLocked
-	}
-	defer func() {
-		if uerr := s.d.Unlock(context.WithoutCancel(ctx), sess, s.n, purpose); err == nil {
-			err = uerr
-		}
-	}()
-	if _, err := sess.Exec(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
-		return 0, err
-	}
-	for _, stmt := range []string{q.cleanClaims, q.cleanCounts} {
-		n, err := sess.Exec(ctx, stmt, s.d.Time(before), limit)
-		deleted += n
-		if err != nil {
-			return deleted, err
-		}
-	}
-	return deleted, nil
 }
 
 // lockInboxKey locks the stripe of (consumer, messageID) inside the caller's transaction, where the dialect has

@@ -181,12 +181,8 @@ func (d Dialect) missing(n driver.Names, pt PartitionedTable) error {
 }
 
 func (d Dialect) notPartitioned(n driver.Names, pt PartitionedTable) error {
-	cleaner := "postbox.Cleaner"
-	if pt == InboxPartitions {
-		cleaner = "Client.InboxCleanup"
-	}
-	return fmt.Errorf("%w: %s was created without Config.Partitioned; drop partitions only from a table migrated with it, or use %s",
-		ErrNotPartitioned, d.table(n, pt.name(n)), cleaner)
+	return fmt.Errorf("%w: %s was created without Config.Partitioned; drop partitions only from a table migrated with it, or use postbox.Cleaner",
+		ErrNotPartitioned, d.table(n, pt.name(n)))
 }
 
 func (d Dialect) listMySQL(ctx context.Context, c Conn, n driver.Names, pt PartitionedTable) (PartitionLayout, error) {
