@@ -32,8 +32,9 @@ type Capabilities struct {
 type Driver[TTx any] interface {
 	// Capabilities reports what the database supports.
 	Capabilities() Capabilities
-	// Store returns the operations on one validated table set. It does no I/O.
-	Store(names Names) Store[TTx]
+	// Store returns the operations on the table set names. It does no I/O, and returns an error, before any SQL
+	// is built, when names fails Names.Validate or asks for what Capabilities lacks (a schema, partitions).
+	Store(names Names) (Store[TTx], error)
 	// Begin starts a transaction of the caller's type, for helpers that run a function in a transaction.
 	Begin(ctx context.Context) (TTx, error)
 	// Commit commits tx.

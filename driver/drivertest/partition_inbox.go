@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/driver/sqlshared"
 	"github.com/postbox-go/postbox/partition"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // idAt returns a new UUIDv7 message ID made at t.
 func idAt(t time.Time) string {
-	return sqlshared.IDBound(t) + postbox.NewID()[len(sqlshared.IDBound(t)):]
+	return partition.IDBound(t) + postbox.NewID()[len(partition.IDBound(t)):]
 }
 
 // deliver processes the message with ID id as consumer "billing" with a handler that writes nothing, and checks
@@ -34,7 +33,7 @@ func deliver[TTx any](t *testing.T, c *postbox.Client[TTx], what, id string, wan
 // claim stays exact through every move: claimed before its partition existed, in a named partition, in the tail,
 // and with an ID that is not a UUIDv7.
 func testInboxPartitions[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
-	inbox := sqlshared.InboxPartitions
+	inbox := partition.Inbox
 	drv := newDriver(t)
 	clock := postboxtest.NewClock(t0)
 	c := partitionedClient(t, drv, clock)

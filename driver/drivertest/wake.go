@@ -96,7 +96,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	t.Run("PeekSeesOnlyClaimable", func(t *testing.T) {
 		clock := postboxtest.NewClock(time.Now())
 		c := Client(t, drv, Tables(clock))
-		peeker, ok := drv.Store(driver.Names{Outbox: c.Config().Table, Inbox: c.Config().InboxTable}).(driver.Peeker)
+		peeker, ok := storeOf(t, drv, c).(driver.Peeker)
 		if !ok {
 			return // optional: an idle relay claims instead
 		}

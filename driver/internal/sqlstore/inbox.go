@@ -1,4 +1,4 @@
-package sqlshared
+package sqlstore
 
 import (
 	"context"
@@ -7,33 +7,23 @@ import (
 	"github.com/postbox-go/postbox/driver"
 )
 
-// InboxTable returns the quoted, qualified name of a table derived from the inbox table's name with suffix, for
-// migration templates.
-func (t templateData) InboxTable(suffix string) string {
-	return t.d.table(t.n, driver.Derived(t.n.Inbox, suffix))
-}
-
 // inboxSQL holds the inbox statements of one table set.
 type inboxSQL struct {
 	claim        string // consumer, message id, received at
-	countFailure string // consumer, message id, last error, now; returns the new count, except on MySQL
-	readFailures string // consumer, message id: the count countFailure left (MySQL only, which has no RETURNING)
-	lockKey      string // stripe: queues claimers of one key (MySQL only; see mysqlInboxQueries)
+	countFailure string // consumer, message id, last error, now; returns the new count, unless readFailures is set
+	readFailures string // consumer, message id: the count countFailure left, where it cannot return it
 	markFailed   string // consumer, message id, received at, failures, last error
 	dropFailures string // consumer, message id
 }
 
-// inboxQueries renders the inbox statements. They are cheap to build, so they are built per call rather than
-// stored on the store.
-func (d Dialect) inboxQueries(n driver.Names) inboxSQL {
-	if d.my() {
-		return d.mysqlInboxQueries(n)
-	}
-	inbox := d.table(n, n.Inbox)
-	failures := d.table(n, driver.Derived(n.Inbox, "_failures"))
+// onConflictInboxQueries are the inbox statements of databases with INSERT ... ON CONFLICT and RETURNING
+// (PostgreSQL, SQLite). DO NOTHING and the affected-row count make a duplicate claim no error, so it never aborts
+// the transaction.
+func onConflictInboxQueries(d Dialect, n driver.Names) inboxSQL {
+	inbox := table(d, n, n.Inbox)
+	failures := table(d, n, driver.Derived(n.Inbox, "_failures"))
 	p := d.ph
 	return inboxSQL{
-		// DO NOTHING and the affected-row count: a duplicate is not an error, so it never aborts the transaction.
 		claim: "INSERT INTO " + inbox + " (consumer, message_id, received_at) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ")" +
 			" ON CONFLICT (consumer, message_id) DO NOTHING",
 		countFailure: "INSERT INTO " + failures + " AS f (consumer, message_id, failures, last_error, updated_at)" +
@@ -48,21 +38,21 @@ func (d Dialect) inboxQueries(n driver.Names) inboxSQL {
 }
 
 func (s *store[TTx]) InboxClaim(ctx context.Context, tx TTx, consumer, messageID string, now time.Time) (bool, error) {
-	q, c := s.d.inboxQueries(s.n), s.b.Conn(tx)
-	if err := lockInboxKey(ctx, c, q, consumer, messageID); err != nil {
+	c := s.b.Conn(tx)
+	if err := s.d.lockInboxKey(ctx, c, s.n, consumer, messageID); err != nil {
 		return false, err
 	}
-	n, err := c.Exec(ctx, q.claim, consumer, messageID, s.d.Time(now))
+	n, err := c.Exec(ctx, s.d.inboxQueries(s.n).claim, consumer, messageID, s.d.timeArg(now))
 	return n == 1, err
 }
 
 func (s *store[TTx]) InboxFail(ctx context.Context, tx TTx, f driver.InboxFailure) (driver.InboxFailResult, error) {
 	q, c := s.d.inboxQueries(s.n), s.b.Conn(tx)
 	var res driver.InboxFailResult
-	if err := lockInboxKey(ctx, c, q, f.Consumer, f.MessageID); err != nil {
+	if err := s.d.lockInboxKey(ctx, c, s.n, f.Consumer, f.MessageID); err != nil {
 		return res, err
 	}
-	args := []any{f.Consumer, f.MessageID, f.LastError, s.d.Time(f.Now)}
+	args := []any{f.Consumer, f.MessageID, f.LastError, s.d.timeArg(f.Now)}
 	scanCount := func(scan func(...any) error) error { return scan(&res.Failures) }
 	var err error
 	if q.readFailures != "" {
@@ -81,7 +71,7 @@ func (s *store[TTx]) InboxFail(ctx context.Context, tx TTx, f driver.InboxFailur
 	}
 	// The failed marker is a claim like any other, so every later delivery is a duplicate. If a delivery that
 	// succeeded claimed the message meanwhile, its claim stands and nothing is marked.
-	marked, err := c.Exec(ctx, q.markFailed, f.Consumer, f.MessageID, s.d.Time(f.Now), res.Failures, f.LastError)
+	marked, err := c.Exec(ctx, q.markFailed, f.Consumer, f.MessageID, s.d.timeArg(f.Now), res.Failures, f.LastError)
 	if err != nil {
 		return res, err
 	}
