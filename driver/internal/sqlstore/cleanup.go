@@ -54,14 +54,7 @@ func cleanupInTx(ctx context.Context, db DB, d Dialect, deletes []cleanupDelete,
 				return err
 			}
 		}
-		for _, del := range deletes {
-			n, err := tx.Exec(ctx, del.query, d.timeArg(del.before), limit)
-			if err != nil {
-				return err
-			}
-			*del.n = n
-		}
-		return nil
+		return runDeletes(ctx, tx, d, deletes, limit)
 	})
 	if err != nil {
 		for _, del := range deletes {
@@ -75,4 +68,16 @@ func cleanupInTx(ctx context.Context, db DB, d Dialect, deletes []cleanupDelete,
 func deleteInSubquery(d Dialect, table, key, where, order string) string {
 	return "DELETE FROM " + table + " WHERE (" + key + ") IN (SELECT " + key + " FROM " + table +
 		" WHERE " + where + " < " + d.ph(1) + " ORDER BY " + order + " LIMIT " + d.ph(2) + ")"
+}
+
+// runDeletes runs each delete on c and sets its count, stopping at the first error.
+func runDeletes(ctx context.Context, c Conn, d Dialect, deletes []cleanupDelete, limit int) error {
+	for _, del := range deletes {
+		n, err := c.Exec(ctx, del.query, d.timeArg(del.before), limit)
+		if err != nil {
+			return err
+		}
+		*del.n = n
+	}
+	return nil
 }

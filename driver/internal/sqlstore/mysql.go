@@ -225,14 +225,7 @@ func (m mysql) cleanup(ctx context.Context, db DB, n driver.Names, deletes []cle
 		if _, err := sess.Exec(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
 			return err
 		}
-		for _, del := range deletes {
-			n, err := sess.Exec(ctx, del.query, m.timeArg(del.before), limit)
-			if err != nil {
-				return err
-			}
-			*del.n = n
-		}
-		return nil
+		return runDeletes(ctx, sess, m, deletes, limit)
 	})
 }
 
