@@ -245,6 +245,10 @@ func testInboxCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Opti
 	process(fresh, e.handler("billing"))
 	process(freshFailing, e.failing("billing", declined, &calls))
 
+	kept, err := cleaner(t, e.c, &postbox.CleanupConfig{InboxRetention: retention, KeepInbox: true}).RunOnce(ctx)
+	if err != nil || kept.Inbox != 0 || e.count("SELECT count(*) FROM "+e.cfg.InboxTable) != 27 {
+		t.Fatalf("cleanup with KeepInbox = %+v, %v; want the inbox's 27 claims left alone", kept, err)
+	}
 	cl := cleaner(t, e.c, &postbox.CleanupConfig{InboxRetention: retention, BatchSize: 10})
 	res, err := cl.RunOnce(ctx)
 	if err != nil || res.Inbox != 27 {
