@@ -220,7 +220,7 @@ func (mysql) keys(n int, row func(i int) []any, cols ...string) (string, []any) 
 
 // cleanup holds GET_LOCK on a session of its own, and each delete commits on its own at READ COMMITTED, so no gap
 // locks stall producers. The counts of the deletes that ran stand even when a later one fails.
-func (m mysql) cleanup(ctx context.Context, db DB, n driver.Names, deletes []cleanupDelete, limit int) (err error) {
+func (m mysql) cleanup(ctx context.Context, db DB, n driver.Names, deletes []cleanupDelete, limit int) error {
 	return m.withLock(ctx, db, n, LockCleanup, 0, func(sess driver.Session) error {
 		if _, err := sess.Exec(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
 			return err

@@ -31,8 +31,8 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
 	s.claim = d.claimQuery(s.outbox, false, false)
 	s.peek = "SELECT 1 FROM " + s.outbox + " WHERE status = 'pending' AND available_at <= " + d.ph(1) + " LIMIT 1"
-	if pg, ok := d.(postgres); ok {
-		return pgStore[TTx]{s, pg}, nil
+	if nt, ok := d.(notifyingDialect); ok {
+		return notifyingStore[TTx]{s, nt}, nil
 	}
 	return s, nil
 }
@@ -156,16 +156,21 @@ func (s *store[TTx]) Claimable(ctx context.Context, now time.Time) (bool, error)
 	return found, err
 }
 
-// pgStore is a store on PostgreSQL, which can notify listening relays.
-type pgStore[TTx any] struct {
-	*store[TTx]
-	pg postgres
+// notifyingDialect is a dialect whose database can wake listening relays when a transaction commits (PostgreSQL).
+type notifyingDialect interface {
+	// insertNotify is insert plus a wake-up on channel, delivered if and when the transaction commits.
+	insertNotify(ctx context.Context, c Conn, outbox, channel string, recs []driver.Record) error
 }
 
-// InsertNotify implements driver.Notifier: the insert calls pg_notify, which PostgreSQL delivers at commit, so the
-// wake-up costs no round trip of its own.
-func (s pgStore[TTx]) InsertNotify(ctx context.Context, tx TTx, recs []driver.Record) error {
-	return s.pg.insertNotify(ctx, s.b.Conn(tx), s.outbox, s.n.Channel(), recs)
+// notifyingStore is a store whose dialect can notify: it implements driver.Notifier.
+type notifyingStore[TTx any] struct {
+	*store[TTx]
+	nt notifyingDialect
+}
+
+// InsertNotify implements driver.Notifier.
+func (s notifyingStore[TTx]) InsertNotify(ctx context.Context, tx TTx, recs []driver.Record) error {
+	return s.nt.insertNotify(ctx, s.b.Conn(tx), s.outbox, s.n.Channel(), recs)
 }
 
 // insertValues writes recs with multi-row VALUES statements ("?" placeholders), as many rows each as chunk allows
