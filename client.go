@@ -28,7 +28,10 @@ func NewClient[TTx any](drv driver.Driver[TTx], cfg *Config) (*Client[TTx], erro
 	if err := c.validate(drv.Capabilities()); err != nil {
 		return nil, err
 	}
-	store := drv.Store(c.names())
+	store, err := drv.Store(c.names())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return &Client[TTx]{drv: drv, store: store, cfg: c, notify: newNotifier(store, c)}, nil
 }
 

@@ -19,8 +19,8 @@ type validationOnly struct {
 func (v validationOnly) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Dialect: "none"}
 }
-func (v validationOnly) Store(driver.Names) driver.Store[struct{}] {
-	return validationStore{inserted: v.inserted}
+func (v validationOnly) Store(driver.Names) (driver.Store[struct{}], error) {
+	return validationStore{inserted: v.inserted}, nil
 }
 
 type validationStore struct {

@@ -110,7 +110,7 @@ func (c ConsumerConfig) validate() error {
 // inside the transaction that runs the handler, so that the claim, the handler's writes and the messages the
 // handler emits commit together or not at all. A Consumer is safe for concurrent use.
 //
-// Claims are kept for the inbox retention (see Client.InboxCleanup). A message redelivered after its claim was
+// Claims are kept for the inbox retention (CleanupConfig.InboxRetention of a Cleaner). A message redelivered after its claim was
 // cleaned up is processed again, so the retention must exceed the broker's redelivery horizon.
 //
 // # Trust

@@ -138,8 +138,8 @@ type storeDriver struct {
 	store driver.Store[int]
 }
 
-func (d storeDriver) Capabilities() driver.Capabilities    { return driver.Capabilities{Dialect: "test"} }
-func (d storeDriver) Store(driver.Names) driver.Store[int] { return d.store }
+func (d storeDriver) Capabilities() driver.Capabilities             { return driver.Capabilities{Dialect: "test"} }
+func (d storeDriver) Store(driver.Names) (driver.Store[int], error) { return d.store, nil }
 
 // TestRelayOrderedFollowsClient: a relay is ordered exactly when its client is, and DeadHoldsKey, which means
 // nothing to an unordered relay, is refused there rather than ignored.

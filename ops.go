@@ -113,24 +113,3 @@ func (c *Client[TTx]) PurgeDead(ctx context.Context, f DeadFilter) (int64, error
 	}
 	return n, nil
 }
-
-// Cleanup deletes messages published (in retention mode) more than retention ago, in batches of at most
-// batchSize rows, each batch its own short transaction, until none is left or ctx is done. It never deletes a
-// pending message. Only one instance deletes from a table at a time: a call that finds another one deleting
-// returns ErrLocked (PostgreSQL, MySQL) or waits its turn (SQLite). A Cleaner does the same on a schedule, and can
-// delete dead messages too.
-func (c *Client[TTx]) Cleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error) {
-	if retention <= 0 || batchSize <= 0 {
-		return 0, fmt.Errorf("%w: Cleanup needs a positive retention and batch size, got %v and %d", ErrInvalidConfig, retention, batchSize)
-	}
-	res, err := c.cleanup(ctx, driver.CleanupParams{PublishedBefore: c.cfg.Clock.Now().Add(-retention), BatchSize: batchSize})
-	return res.Published, err
-}
-
-func (c *Client[TTx]) cleanup(ctx context.Context, p driver.CleanupParams) (CleanupResult, error) {
-	res, err := c.store.Cleanup(ctx, p)
-	if err != nil {
-		return res, fmt.Errorf("postbox: cleanup: %w", err)
-	}
-	return res, nil
-}

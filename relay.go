@@ -21,7 +21,6 @@ type Relay struct {
 	cfg     RelayConfig
 	log     *slog.Logger
 	wake    chan struct{}
-	cleaner interface{ Run(context.Context) error } // nil unless KeepPublished
 	running atomic.Bool
 	stats   relayCounters
 	polls   pollGate
@@ -98,10 +97,6 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 	}
 	r := &Relay{client: rc, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
 		wake: make(chan struct{}, 1)}
-	if c.KeepPublished {
-		r.cleaner = &Cleaner[TTx]{client: client, log: r.log, cfg: CleanupConfig{Retention: c.Retention,
-			Interval: c.CleanupInterval, BatchSize: c.CleanupBatch}}
-	}
 	return r, nil
 }
 
@@ -142,13 +137,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			r.listen(ctx, r.client.listener)
-		}()
-	}
-	if r.cleaner != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = r.cleaner.Run(ctx) // it logs its own errors and returns nil
 		}()
 	}
 	wg.Wait()

@@ -9,18 +9,15 @@ import (
 
 // Defaults for RelayConfig.
 const (
-	DefaultBatchSize       = 500
-	DefaultWorkers         = 2
-	DefaultPollInterval    = 500 * time.Millisecond
-	DefaultPublishTimeout  = 10 * time.Second
-	DefaultSettleTimeout   = 30 * time.Second
-	DefaultMaxAttempts     = 20
-	DefaultBackoffBase     = time.Second
-	DefaultBackoffMax      = 10 * time.Minute
-	DefaultRetention       = 7 * 24 * time.Hour
-	DefaultCleanupInterval = time.Minute
-	DefaultCleanupBatch    = 1000
-	DefaultRecheckDelay    = 2 * time.Millisecond
+	DefaultBatchSize      = 500
+	DefaultWorkers        = 2
+	DefaultPollInterval   = 500 * time.Millisecond
+	DefaultPublishTimeout = 10 * time.Second
+	DefaultSettleTimeout  = 30 * time.Second
+	DefaultMaxAttempts    = 20
+	DefaultBackoffBase    = time.Second
+	DefaultBackoffMax     = 10 * time.Minute
+	DefaultRecheckDelay   = 2 * time.Millisecond
 	// MaxLastErrorLen bounds the error text kept on a record.
 	MaxLastErrorLen = 2000
 )
@@ -53,15 +50,9 @@ type RelayConfig struct {
 	// Backoff, when set, replaces the default delay: it returns how long to wait after the given failed attempt
 	// (1 after the first failure).
 	Backoff func(attempt int) time.Duration
-	// KeepPublished marks published messages as published instead of deleting them, for audit and replay; the
-	// relay then deletes them after Retention. Default: false (delete at once).
+	// KeepPublished marks published messages as published instead of deleting them, for audit and replay. Run a
+	// Cleaner to delete them once past CleanupConfig.Retention. Default: false (delete at once).
 	KeepPublished bool
-	// Retention is how long KeepPublished keeps published messages. Default: DefaultRetention (7 days).
-	Retention time.Duration
-	// CleanupInterval is how often a KeepPublished relay deletes expired messages, and CleanupBatch how many rows
-	// each delete takes at most. Defaults: DefaultCleanupInterval (1m) and DefaultCleanupBatch (1000).
-	CleanupInterval time.Duration
-	CleanupBatch    int
 	// Logger receives the relay's logs. Default: the client's logger.
 	Logger *slog.Logger
 
@@ -97,9 +88,6 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&out.BackoffBase, DefaultBackoffBase)
 	setDefault(&out.BackoffMax, DefaultBackoffMax)
-	setDefault(&out.Retention, DefaultRetention)
-	setDefault(&out.CleanupInterval, DefaultCleanupInterval)
-	setDefault(&out.CleanupBatch, DefaultCleanupBatch)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
 	return out
 }
@@ -118,8 +106,7 @@ func (c RelayConfig) validate() error {
 	}{
 		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)}, {"PollInterval", int64(c.PollInterval)},
 		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
-		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)}, {"Retention", int64(c.Retention)},
-		{"CleanupInterval", int64(c.CleanupInterval)}, {"CleanupBatch", int64(c.CleanupBatch)},
+		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
 		{"RecheckDelay", int64(c.RecheckDelay)},
 	}
 	for _, p := range positive {

@@ -38,6 +38,7 @@ func Exercise[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]
 		t.Fatal("drivertest: Options.Exec and Options.QueryInt are required; implement them with your driver's transaction type")
 	}
 	t.Run("Migrate", func(t *testing.T) { testMigrate(t, newDriver) })
+	t.Run("Store", func(t *testing.T) { testStore(t, newDriver, opts) })
 	t.Run("Enqueue", func(t *testing.T) { testEnqueue(t, newDriver) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, newDriver) })
 	t.Run("Relay", func(t *testing.T) { testRelay(t, newDriver) })

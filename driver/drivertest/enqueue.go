@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
@@ -371,8 +371,8 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		cfg := Tables(nil)
 		// Unique like the table names: on MySQL a schema is a database, shared by every checkout using the server.
 		cfg.Schema = "pbt_schema_" + strings.TrimPrefix(cfg.Table, "pbt_outbox_")
-		if m, ok := drv.(sqlshared.Maintainable); ok && m.Dialect() == sqlshared.MySQL {
-			t.Cleanup(func() { dropDatabase(t, m, cfg.Schema) })
+		if drv.Capabilities().Dialect == "mysql" {
+			t.Cleanup(func() { dropDatabase(t, drv, cfg.Schema) })
 		}
 		sc := Client(t, drv, cfg)
 		enqueue(t, sc, messages(2, "orders")...)
@@ -383,15 +383,11 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 }
 
 // dropDatabase drops a MySQL database a test made as a schema.
-func dropDatabase(t *testing.T, m sqlshared.Maintainable, name string) {
+func dropDatabase[TTx any](t *testing.T, drv driver.Driver[TTx], name string) {
 	ctx := context.Background()
-	sess, err := m.Session(ctx)
-	if err != nil {
-		t.Error(err)
-		return
-	}
+	d, sess := session(t, drv)
 	defer sess.Close()
-	if _, err := sess.Exec(ctx, "DROP DATABASE IF EXISTS "+m.Dialect().QuoteIdent(name)); err != nil {
+	if _, err := sess.Exec(ctx, "DROP DATABASE IF EXISTS "+d.QuoteIdent(name)); err != nil {
 		t.Errorf("drop test database %s: %v", name, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,14 +35,8 @@ type database interface {
 	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 
 	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
-	NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error)
-	InboxCleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error)
+	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)
 	NewMaintainer(cfg *partition.Config) (*partition.Maintainer, error)
-}
-
-// cleaner is a postbox.Cleaner of any transaction type.
-type cleaner interface {
-	RunOnce(ctx context.Context) (postbox.CleanupResult, error)
 }
 
 // clientDB implements database over a Client of one transaction type.
@@ -71,7 +64,7 @@ func (d *clientDB[TTx]) NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig
 	return postbox.NewRelay(d.Client, pub, cfg)
 }
 
-func (d *clientDB[TTx]) NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error) {
+func (d *clientDB[TTx]) NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error) {
 	return postbox.NewCleaner(d.Client, cfg)
 }
 

@@ -108,7 +108,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.BackoffBase, "backoff-base", postbox.DefaultBackoffBase, "delay after the first failure, doubled after each")
 		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
 		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
-		f.Duration(&ro.cfg.Retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
+		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
 		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")
 		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
 		return func(ctx context.Context, rt *runtime, args []string) error {
@@ -130,6 +130,7 @@ type relayOptions struct {
 	webhookSecretFrom    string
 	routes               []string
 	cfg                  postbox.RelayConfig
+	retention            time.Duration // of published messages, with KeepPublished
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -183,6 +184,14 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	var cleaner *postbox.Cleaner
+	if cfg.KeepPublished {
+		// Kept messages leave after --retention; the inbox is left to postbox cleanup.
+		cleaner, err = db.NewCleaner(&postbox.CleanupConfig{Retention: ro.retention, KeepInbox: true, Logger: rt.log})
+		if err != nil {
+			return usageErrorf("--retention: %v", err)
+		}
+	}
 
 	var srv *http.Server
 	serveErr := make(chan error, 1)
@@ -214,6 +223,13 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	defer stop()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(runCtx) }()
+	cleanerDone := make(chan struct{})
+	go func() {
+		defer close(cleanerDone)
+		if cleaner != nil {
+			_ = cleaner.Run(runCtx) // it logs its own errors and returns nil
+		}
+	}()
 
 	var runErr error
 	select {
@@ -223,6 +239,8 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		<-relayDone
 		runErr = fmt.Errorf("http server: %w", err)
 	}
+	stop()
+	<-cleanerDone
 	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
