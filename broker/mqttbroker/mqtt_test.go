@@ -15,7 +15,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	mqttbroker "github.com/postbox-go/postbox/broker/mqtt"
+	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
 )
 
 // raw connects a plain paho client (clean session, automatic acks) that calls onMsg for what it receives on

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 )
 
 // TestPing: Ping connects to RabbitMQ and reports a server it cannot reach, or a password it refuses, with the

@@ -12,8 +12,8 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
-	"github.com/postbox-go/postbox/broker/nats/embedded"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
+	"github.com/postbox-go/postbox/broker/natsbroker/embedded"
 )
 
 // serverURL is the NATS server with JetStream that the development machines run.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	mqttbroker "github.com/postbox-go/postbox/broker/mqtt"
+	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
 )
 
 // TestPing: Ping connects to the MQTT server and reports one it cannot reach.

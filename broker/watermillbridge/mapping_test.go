@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	watermillbridge "github.com/postbox-go/postbox/broker/watermill"
+	watermillbridge "github.com/postbox-go/postbox/broker/watermillbridge"
 )
 
 func TestMappingRoundTrip(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	kafkabroker "github.com/postbox-go/postbox/broker/kafka"
+	kafkabroker "github.com/postbox-go/postbox/broker/kafkabroker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 	"github.com/postbox-go/postbox/broker/brokertest"
 	amqp "github.com/rabbitmq/amqp091-go"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	mqttbroker "github.com/postbox-go/postbox/broker/mqtt"
+	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
 )
 
 // serverURL is the Mosquitto server that the development machines run.

@@ -1,4 +1,4 @@
-module github.com/postbox-go/postbox/broker/kafka
+module github.com/postbox-go/postbox/broker/kafkabroker
 
 go 1.26.0
 

@@ -15,7 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	watermillbridge "github.com/postbox-go/postbox/broker/watermill"
+	watermillbridge "github.com/postbox-go/postbox/broker/watermillbridge"
 )
 
 // goChannel returns a GoChannel whose Publish returns once the subscribers acked, so messages arrive in publish

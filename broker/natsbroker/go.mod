@@ -1,4 +1,4 @@
-module github.com/postbox-go/postbox/broker/nats
+module github.com/postbox-go/postbox/broker/natsbroker
 
 go 1.26.0
 

@@ -14,8 +14,8 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
-	"github.com/postbox-go/postbox/broker/nats/embedded"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
+	"github.com/postbox-go/postbox/broker/natsbroker/embedded"
 )
 
 func stream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) {

@@ -1,4 +1,4 @@
-module github.com/postbox-go/postbox/broker/amqp
+module github.com/postbox-go/postbox/broker/amqpbroker
 
 go 1.26.0
 

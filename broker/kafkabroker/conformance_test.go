@@ -9,7 +9,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	kafkabroker "github.com/postbox-go/postbox/broker/kafka"
+	kafkabroker "github.com/postbox-go/postbox/broker/kafkabroker"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

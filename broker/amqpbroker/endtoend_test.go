@@ -3,7 +3,7 @@ package amqpbroker_test
 import (
 	"testing"
 
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 	"github.com/postbox-go/postbox/broker/brokertest"
 	"github.com/postbox-go/postbox/internal/testenv/pgxenv"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/brokertest"
-	watermillbridge "github.com/postbox-go/postbox/broker/watermill"
+	watermillbridge "github.com/postbox-go/postbox/broker/watermillbridge"
 	"github.com/postbox-go/postbox/driver/pgxv5"
 )
 
