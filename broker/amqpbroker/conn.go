@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -38,28 +38,35 @@ type ConnConfig struct {
 	MaxReconnectDelay time.Duration
 }
 
-func (c ConnConfig) withDefaults(who string) (ConnConfig, error) {
-	if c.URL == "" {
-		return c, fmt.Errorf("%w: %s needs a URL such as amqp://guest:guest@localhost:5672/", postbox.ErrInvalidConfig, who)
-	}
-	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return c, fmt.Errorf("%w: %s: URL: %v", postbox.ErrInvalidConfig, who, err)
-	}
-	if c.AMQP.Dial != nil || c.AMQP.Recovery != nil {
-		return c, fmt.Errorf("%w: %s: leave AMQP.Dial and AMQP.Recovery nil; the adapter dials and reconnects itself",
-			postbox.ErrInvalidConfig, who)
-	}
-	if c.MinReconnectDelay < 0 || c.MaxReconnectDelay < 0 {
-		return c, fmt.Errorf("%w: %s: reconnect delays must not be negative (0 means the default)", postbox.ErrInvalidConfig, who)
-	}
+func (c ConnConfig) withDefaults() ConnConfig {
 	if c.MinReconnectDelay == 0 {
 		c.MinReconnectDelay = DefaultMinReconnectDelay
 	}
 	if c.MaxReconnectDelay == 0 {
 		c.MaxReconnectDelay = DefaultMaxReconnectDelay
 	}
-	c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
-	return c, nil
+	if c.MinReconnectDelay > 0 {
+		c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
+	}
+	return c
+}
+
+// validate checks c; who names the constructor the user called.
+func (c ConnConfig) validate(who string) error {
+	if c.URL == "" {
+		return fmt.Errorf("%w: %s needs a URL such as amqp://guest:guest@localhost:5672/", postbox.ErrInvalidConfig, who)
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return fmt.Errorf("%w: %s: URL: %v", postbox.ErrInvalidConfig, who, err)
+	}
+	if c.AMQP.Dial != nil || c.AMQP.Recovery != nil {
+		return fmt.Errorf("%w: %s: leave AMQP.Dial and AMQP.Recovery nil; the adapter dials and reconnects itself",
+			postbox.ErrInvalidConfig, who)
+	}
+	if c.MinReconnectDelay < 0 || c.MaxReconnectDelay < 0 {
+		return fmt.Errorf("%w: %s: MinReconnectDelay and MaxReconnectDelay must not be negative (0 means the default)", postbox.ErrInvalidConfig, who)
+	}
+	return nil
 }
 
 // dial opens a connection, giving up when ctx ends: the TCP connect and the handshake both watch it.
@@ -119,32 +126,7 @@ func (b *backoff) reset() { b.failures = 0 }
 
 // next records a failure and returns how long to wait before the next attempt.
 func (b *backoff) next() time.Duration {
-	d := b.min
-	for i := 0; i < b.failures && d < b.max; i++ {
-		d *= 2
-	}
+	d := adapterkit.Delay(b.min, b.max, b.failures) // TODO(backoff)
 	b.failures++
-	d = min(d, b.max)
-	// Jitter of up to a quarter keeps a fleet of consumers from reconnecting in lockstep after a broker restart.
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// randomHex returns 16 random hex digits, for consumer tags.
-func randomHex() string {
-	return fmt.Sprintf("%016x", rand.Uint64())
+	return d
 }

@@ -10,11 +10,12 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("amqpbroker: publisher is closed")
+var ErrClosed = adapterkit.ErrClosed("amqpbroker")
 
 // PublisherConfig configures a Publisher. URL is required.
 type PublisherConfig struct {
@@ -58,27 +59,39 @@ type Publisher struct {
 	wg sync.WaitGroup // the confirmation and alarm goroutines
 }
 
-// NewPublisher returns a publisher configured by cfg. It does no I/O.
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
+	}
+	out.ConnConfig = out.ConnConfig.withDefaults()
+	if out.Exchange == "" {
+		out.Exchange = DefaultExchange
+	}
+	if out.Source == "" {
+		out.Source = broker.DefaultSource
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c PublisherConfig) validate() error {
+	return c.ConnConfig.validate("amqpbroker.NewPublisher")
+}
+
+// NewPublisher returns a publisher configured by cfg, which needs at least a URL. It does no I/O.
 func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
-	if cfg == nil {
-		return nil, fmt.Errorf("%w: amqpbroker.NewPublisher needs a config with a URL", postbox.ErrInvalidConfig)
-	}
-	c := *cfg
-	var err error
-	if c.ConnConfig, err = c.ConnConfig.withDefaults("amqpbroker.NewPublisher"); err != nil {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
-	}
-	if c.Exchange == "" {
-		c.Exchange = DefaultExchange
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
 	}
 	return &Publisher{
 		cfg:        c,
 		ce:         broker.CloudEvents{Prefix: broker.PrefixAMQP, Source: c.Source},
-		log:        log,
+		log:        c.Logger,
 		connecting: make(chan struct{}, 1),
 		retry:      backoff{min: c.MinReconnectDelay, max: c.MaxReconnectDelay},
 	}, nil
@@ -129,12 +142,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 				batch[i].ID, ctx.Err())
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 func (p *Publisher) message(rec postbox.Record, key string) (amqp.Publishing, error) {
@@ -162,7 +170,7 @@ func (p *Publisher) channel(ctx context.Context) (*confirmChannel, error) {
 	p.mu.Lock()
 	wait, lastErr := time.Until(p.retryAt), p.lastErr
 	p.mu.Unlock()
-	if !sleep(ctx, wait) {
+	if !adapterkit.Sleep(ctx, wait) {
 		return nil, fmt.Errorf("amqpbroker: waiting %v to reconnect to RabbitMQ after %v: %w", wait.Round(time.Millisecond), lastErr, ctx.Err())
 	}
 	ch, err := p.connect(ctx)

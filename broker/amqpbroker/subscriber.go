@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -46,37 +46,50 @@ type SubscriberConfig struct {
 type Subscriber struct {
 	cfg     SubscriberConfig
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
 }
 
-// NewSubscriber returns a subscriber configured by cfg. It does no I/O.
-func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
-	if cfg == nil {
-		return nil, fmt.Errorf("%w: amqpbroker.NewSubscriber needs a config with a URL and a Queue", postbox.ErrInvalidConfig)
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	var out SubscriberConfig
+	if c != nil {
+		out = *c
 	}
-	c := *cfg
-	var err error
-	if c.ConnConfig, err = c.ConnConfig.withDefaults("amqpbroker.NewSubscriber"); err != nil {
-		return nil, err
+	out.ConnConfig = out.ConnConfig.withDefaults()
+	if out.Concurrency == 0 {
+		out.Concurrency = DefaultConcurrency
+	}
+	if out.Prefetch == 0 {
+		out.Prefetch = DefaultPrefetch
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c SubscriberConfig) validate() error {
+	const who = "amqpbroker.NewSubscriber"
+	if err := c.ConnConfig.validate(who); err != nil {
+		return err
 	}
 	if c.Queue == "" {
-		return nil, fmt.Errorf("%w: amqpbroker.NewSubscriber needs the Queue to consume", postbox.ErrInvalidConfig)
+		return fmt.Errorf("%w: %s needs the Queue to consume", postbox.ErrInvalidConfig, who)
 	}
 	if c.Concurrency < 0 || c.Prefetch < 0 || c.Prefetch > 65535 {
-		return nil, fmt.Errorf("%w: amqpbroker: Concurrency %d must not be negative and Prefetch %d must be within 0..65535 (0 means the default)",
-			postbox.ErrInvalidConfig, c.Concurrency, c.Prefetch)
+		return fmt.Errorf("%w: %s: Concurrency %d must not be negative and Prefetch %d must be within 0..65535 (0 means the default)",
+			postbox.ErrInvalidConfig, who, c.Concurrency, c.Prefetch)
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
+	return nil
+}
+
+// NewSubscriber returns a subscriber configured by cfg, which needs at least a URL and a Queue. It does no I/O.
+func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if c.Prefetch == 0 {
-		c.Prefetch = DefaultPrefetch
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Subscriber{cfg: c, log: log}, nil
+	return &Subscriber{cfg: c, log: c.Logger}, nil
 }
 
 // errCancelled: the broker cancelled the consumer (the queue was deleted, or a quorum queue lost its leader).
@@ -88,13 +101,11 @@ var errCancelled = errors.New("the broker cancelled the consumer")
 // it stops consuming, requeues what was prefetched, waits for the running handlers and their delayed nacks, and
 // returns nil. It returns an error when the queue does not exist or access is refused.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("amqpbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+	done, err := s.running.Start("amqpbroker", handle, "")
+	if err != nil {
+		return err
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("amqpbroker: Receive is already running on this subscriber; make one subscriber per Receive")
-	}
-	defer s.running.Store(false)
+	defer done()
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -129,7 +140,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 		wait := retry.next()
 		s.log.WarnContext(ctx, "amqpbroker: consumer lost its connection; reconnecting", "queue", s.cfg.Queue,
 			"err", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !adapterkit.Sleep(ctx, wait) {
 			return nil
 		}
 	}
@@ -146,7 +157,7 @@ func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes *
 	if err := ch.Qos(s.cfg.Prefetch, 0, false); err != nil {
 		return err
 	}
-	tag := "postbox-" + randomHex()
+	tag := "postbox-" + adapterkit.RandomHex(8)
 	deliveries, err := ch.Consume(s.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func publisher(t *testing.T, c *pubsub.Client, cfg *gcppubsub.PublisherConfig) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pub.Close)
+	t.Cleanup(func() { _ = pub.Close() })
 	return pub
 }
 
@@ -88,7 +88,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	}
 	cfg := h.subCfg
 	cfg.Subscription, cfg.Topic, cfg.Logger = "sub-"+topic, topic, quietLogger()
-	sub, err := gcppubsub.NewSubscriber(h.c, cfg)
+	sub, err := gcppubsub.NewSubscriber(h.c, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func TestRejectAcksForeignAndRejected(t *testing.T) {
 	if err := publisher(t, c, nil).Publish(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
-	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, Logger: quietLogger()})
+	sub, _ := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, Logger: quietLogger()})
 	handle := broker.AckPolicy{Logger: quietLogger()}.Wrap(func(_ context.Context, m postbox.Message) error {
 		if m.ID == recs[0].ID {
 			return postbox.Permanent(errors.New("never"))
@@ -249,7 +249,7 @@ func TestNackRejectedDeadLetters(t *testing.T) {
 	if err := publisher(t, c, nil).Publish(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
-	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, NackRejected: true})
+	sub, _ := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, NackRejected: true})
 	handle := broker.AckPolicy{Logger: quietLogger()}.Wrap(func(context.Context, postbox.Message) error {
 		return postbox.Permanent(errors.New("never"))
 	})
@@ -258,7 +258,7 @@ func TestNackRejectedDeadLetters(t *testing.T) {
 		attempts = d.Attempt
 		return attempts == 5
 	})
-	dead, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "dead-" + topic, Topic: topic + "-dead"})
+	dead, _ := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "dead-" + topic, Topic: topic + "-dead"})
 	var got string
 	receiveUntil(t, dead, func(ctx context.Context, d *broker.Delivery) { got = d.Message.ID; _ = d.Ack(ctx) },
 		func(*broker.Delivery) bool { return true })
@@ -280,7 +280,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestReceiveFailsWithoutSubscription(t *testing.T) {
 	_, c := server(t)
-	sub, err := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "missing", Topic: "t"})
+	sub, err := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "missing", Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestReceiveRunsOnce(t *testing.T) {
 	if err := publisher(t, c, nil).Publish(context.Background(), brokertest.Records(topic, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic})
+	sub, _ := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic})
 	receiveUntil(t, sub, func(ctx context.Context, d *broker.Delivery) {
 		err := sub.Receive(ctx, func(context.Context, *broker.Delivery) {})
 		if err == nil || !strings.Contains(err.Error(), "already running") {
@@ -363,19 +363,19 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := gcppubsub.NewPublisher(c, &gcppubsub.PublisherConfig{TopicPrefix: "1-"}); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Errorf("NewPublisher with a prefix starting with a digit = %v", err)
 	}
-	if _, err := gcppubsub.NewSubscriber(nil, gcppubsub.SubscriberConfig{Subscription: "sub", Topic: "t"}); !errors.Is(err, postbox.ErrInvalidConfig) {
+	if _, err := gcppubsub.NewSubscriber(nil, &gcppubsub.SubscriberConfig{Subscription: "sub", Topic: "t"}); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Errorf("NewSubscriber(nil) = %v", err)
 	}
 	for _, cfg := range []gcppubsub.SubscriberConfig{
 		{Topic: "t"}, {Subscription: "sub"}, {Subscription: "a b", Topic: "t"},
 		{Subscription: "sub", Topic: "t", Concurrency: -1}, {Subscription: "sub", Topic: "t", MaxExtension: -time.Second},
 	} {
-		if _, err := gcppubsub.NewSubscriber(c, cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
+		if _, err := gcppubsub.NewSubscriber(c, &cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
 			t.Errorf("NewSubscriber(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
 	pub := publisher(t, c, nil)
-	pub.Close()
+	_ = pub.Close()
 	topic := brokertest.Topic()
 	if err := pub.Publish(context.Background(), brokertest.Records(topic, 1, 1)); !errors.Is(err, gcppubsub.ErrClosed) || postbox.IsPermanent(err) {
 		t.Errorf("Publish after Close = %v, want a retryable ErrClosed", err)

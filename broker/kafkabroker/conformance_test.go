@@ -67,7 +67,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 		h.topics[topic] = true
 		ensureTopic(t, h.admin, h.prefix+topic)
 	}
-	sub, err := kafkabroker.NewSubscriber(kafkabroker.SubscriberConfig{Brokers: h.brokers, Group: "conformance-" + topic,
+	sub, err := kafkabroker.NewSubscriber(&kafkabroker.SubscriberConfig{Brokers: h.brokers, Group: "conformance-" + topic,
 		Topics: []string{topic}, TopicPrefix: h.prefix, Concurrency: 3, CommitInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

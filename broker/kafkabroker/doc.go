@@ -42,7 +42,7 @@
 //	pub, err := kafkabroker.NewPublisher(cl, nil)
 //	relay, err := postbox.NewRelay(client, pub, nil)
 //
-//	sub, err := kafkabroker.NewSubscriber(kafkabroker.SubscriberConfig{
+//	sub, err := kafkabroker.NewSubscriber(&kafkabroker.SubscriberConfig{
 //		Brokers: []string{"localhost:9092"}, Group: "billing", Topics: []string{"orders"}})
 //	err = sub.Receive(ctx, broker.AckAfter(handler))
 package kafkabroker

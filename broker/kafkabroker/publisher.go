@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,7 +22,12 @@ type PublisherConfig struct {
 	TopicPrefix string
 	// Source is the CloudEvents source attribute. Default: broker.DefaultSource ("postbox").
 	Source string
+	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
+	Logger *slog.Logger
 }
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = adapterkit.ErrClosed("kafkabroker")
 
 // Publisher produces batches to Kafka through a franz-go client with its idempotent producer, waiting for the
 // broker's ack of every record. It implements postbox.Publisher and is safe for concurrent use.
@@ -28,7 +35,33 @@ type Publisher struct {
 	cl       *kgo.Client
 	cfg      PublisherConfig
 	ce       broker.CloudEvents
+	log      *slog.Logger
 	maxBatch func(topic string) int32 // the client's kgo.ProducerBatchMaxBytes
+	closed   adapterkit.Closed
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Source == "" {
+		out.Source = broker.DefaultSource
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c PublisherConfig) validate() error {
+	if c.TopicPrefix != "" {
+		if err := CheckTopic(c.TopicPrefix); err != nil {
+			return fmt.Errorf("%w: kafkabroker.NewPublisher: TopicPrefix: %v", postbox.ErrInvalidConfig, err)
+		}
+	}
+	return nil
 }
 
 // NewPublisher returns a publisher on cl. It does no I/O. cfg may be nil.
@@ -54,17 +87,20 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 		return nil, fmt.Errorf("%w: kafkabroker: the client has kgo.DefaultProduceTopicAlways, which would send every message to one topic; remove it (use TopicPrefix to map topics)",
 			postbox.ErrInvalidConfig)
 	}
-	var c PublisherConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	if c.TopicPrefix != "" {
-		if err := CheckTopic(c.TopicPrefix); err != nil {
-			return nil, fmt.Errorf("%w: kafkabroker: TopicPrefix: %v", postbox.ErrInvalidConfig, err)
-		}
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	maxBatch, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	return &Publisher{cl: cl, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka, Source: c.Source}, maxBatch: maxBatch}, nil
+	return &Publisher{cl: cl, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka, Source: c.Source}, log: c.Logger,
+		maxBatch: maxBatch}, nil
+}
+
+// Close makes Publish return ErrClosed from now on. It leaves the client open: close it yourself once the
+// relay has stopped.
+func (p *Publisher) Close() error {
+	p.closed.Close()
+	return nil
 }
 
 // txnID reports whether cl was given a transactional ID.
@@ -92,6 +128,9 @@ type result struct {
 // When ctx ends first, Publish returns at once, failing the records not yet acknowledged: the client may still
 // write them, so the relay's retry can duplicate them (the consumer's inbox drops the duplicates).
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
+	if err := p.closed.Check(ErrClosed); err != nil {
+		return err
+	}
 	if len(batch) == 0 {
 		return nil
 	}
@@ -140,12 +179,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 			errs[i] = fmt.Errorf("kafkabroker: message %s: no ack before the context ended (it may still be written): %w", rec.ID, ctx.Err())
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 // record builds the Kafka record for rec.

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -69,45 +70,61 @@ type Subscriber struct {
 	cfg     SubscriberConfig
 	ce      broker.CloudEvents
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
 }
 
-// NewSubscriber returns a subscriber for cfg. It does no I/O: each Receive makes its own client, joins the
-// group and leaves it on return.
-func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
-	c := cfg
-	c.Topics = append([]string(nil), cfg.Topics...)
-	c.Options = append([]kgo.Opt(nil), cfg.Options...)
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	var out SubscriberConfig
+	if c != nil {
+		out = *c
+	}
+	out.Topics = slices.Clone(out.Topics)
+	out.Options = slices.Clone(out.Options)
+	if out.Concurrency == 0 {
+		out.Concurrency = DefaultConcurrency
+	}
+	if out.Prefetch == 0 {
+		out.Prefetch = DefaultPrefetch
+	}
+	if out.CommitInterval == 0 {
+		out.CommitInterval = DefaultCommitInterval
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c SubscriberConfig) validate() error {
+	const who = "kafkabroker.NewSubscriber"
 	switch {
 	case len(c.Brokers) == 0:
-		return nil, fmt.Errorf("%w: kafkabroker: SubscriberConfig.Brokers is empty; give the seed brokers as host:port", postbox.ErrInvalidConfig)
+		return fmt.Errorf("%w: %s: Brokers is empty; give the seed brokers as host:port", postbox.ErrInvalidConfig, who)
 	case c.Group == "":
-		return nil, fmt.Errorf("%w: kafkabroker: SubscriberConfig.Group is empty; name the consumer group, so that restarts and other instances share its committed offsets", postbox.ErrInvalidConfig)
+		return fmt.Errorf("%w: %s: Group is empty; name the consumer group, so that restarts and other instances share its committed offsets", postbox.ErrInvalidConfig, who)
 	case len(c.Topics) == 0:
-		return nil, fmt.Errorf("%w: kafkabroker: SubscriberConfig.Topics is empty; list the topics to consume", postbox.ErrInvalidConfig)
+		return fmt.Errorf("%w: %s: Topics is empty; list the topics to consume", postbox.ErrInvalidConfig, who)
 	case c.Concurrency < 0 || c.Prefetch < 0 || c.CommitInterval < 0:
-		return nil, fmt.Errorf("%w: kafkabroker: Concurrency %d, Prefetch %d and CommitInterval %v must not be negative (0 means the default)",
-			postbox.ErrInvalidConfig, c.Concurrency, c.Prefetch, c.CommitInterval)
+		return fmt.Errorf("%w: %s: Concurrency %d, Prefetch %d and CommitInterval %v must not be negative (0 means the default)",
+			postbox.ErrInvalidConfig, who, c.Concurrency, c.Prefetch, c.CommitInterval)
 	}
 	for _, t := range c.Topics {
 		if err := CheckTopic(c.TopicPrefix + t); err != nil {
-			return nil, fmt.Errorf("%w: kafkabroker: SubscriberConfig.Topics: %v", postbox.ErrInvalidConfig, err)
+			return fmt.Errorf("%w: %s: Topics: %v", postbox.ErrInvalidConfig, who, err)
 		}
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
+	return nil
+}
+
+// NewSubscriber returns a subscriber configured by cfg, which needs at least Brokers, a Group and Topics. It
+// does no I/O: each Receive makes its own client, joins the group and leaves it on return.
+func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if c.Prefetch == 0 {
-		c.Prefetch = DefaultPrefetch
-	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = DefaultCommitInterval
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Subscriber{cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka}, log: log}, nil
+	return &Subscriber{cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka}, log: c.Logger}, nil
 }
 
 // Receive joins the consumer group and calls handle for each message until ctx is cancelled (see
@@ -116,13 +133,11 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 // members at once. It returns an error when the client cannot be made from the options, or when the cluster
 // refuses this consumer (authentication or authorization failed, the client was closed).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("kafkabroker: Receive needs a handler; wrap yours with broker.AckAfter")
+	done, err := s.running.Start("kafkabroker", handle, "")
+	if err != nil {
+		return err
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("kafkabroker: Receive is already running on this subscriber; make one subscriber per Receive")
-	}
-	defer s.running.Store(false)
+	defer done()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -55,7 +55,7 @@ func (e *env) publish(t *testing.T, recs []postbox.Record) {
 
 func (e *env) subscriber(t *testing.T) *kafkabroker.Subscriber {
 	t.Helper()
-	sub, err := kafkabroker.NewSubscriber(e.cfg)
+	sub, err := kafkabroker.NewSubscriber(&e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestReceiveFailsWhenRefused(t *testing.T) {
 		kfake.Superuser("PLAIN", "admin", "secret"),
 		kfake.User("PLAIN", "bob", "pw", read(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLOperationRead),
 			read(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLOperationDescribe))) // no access to any group
-	sub, err := kafkabroker.NewSubscriber(kafkabroker.SubscriberConfig{Brokers: brokers, Group: "not-bobs", Topics: []string{topic},
+	sub, err := kafkabroker.NewSubscriber(&kafkabroker.SubscriberConfig{Brokers: brokers, Group: "not-bobs", Topics: []string{topic},
 		Logger: quietLogger(), Options: []kgo.Opt{kgo.SASL(plain.Auth{User: "bob", Pass: "pw"}.AsMechanism())}})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +367,7 @@ func TestSubscriberConfigErrors(t *testing.T) {
 	} {
 		c := ok
 		change(&c)
-		if _, err := kafkabroker.NewSubscriber(c); !errors.Is(err, postbox.ErrInvalidConfig) {
+		if _, err := kafkabroker.NewSubscriber(&c); !errors.Is(err, postbox.ErrInvalidConfig) {
 			t.Errorf("NewSubscriber with %s = %v, want ErrInvalidConfig", name, err)
 		}
 	}
@@ -375,7 +375,7 @@ func TestSubscriberConfigErrors(t *testing.T) {
 	// Options that contradict the subscriber's commit handling are refused by Receive.
 	bad := ok
 	bad.Options = []kgo.Opt{kgo.AutoCommitMarks()}
-	sub, err := kafkabroker.NewSubscriber(bad)
+	sub, err := kafkabroker.NewSubscriber(&bad)
 	if err != nil {
 		t.Fatal(err)
 	}

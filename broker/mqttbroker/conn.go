@@ -2,12 +2,9 @@ package mqttbroker
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // Defaults for ConnConfig.
@@ -54,33 +52,7 @@ type ConnConfig struct {
 	Configure func(*autopaho.ClientConfig)
 }
 
-func (c ConnConfig) withDefaults(who string) (ConnConfig, *url.URL, error) {
-	if c.URL == "" {
-		return c, nil, fmt.Errorf("%w: %s needs a URL such as mqtt://localhost:1883", postbox.ErrInvalidConfig, who)
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return c, nil, fmt.Errorf("%w: %s: URL: %v", postbox.ErrInvalidConfig, who, err)
-	}
-	port := ""
-	switch strings.ToLower(u.Scheme) {
-	case "mqtt", "tcp":
-		port = "1883"
-	case "mqtts", "tls", "ssl":
-		port = "8883"
-	case "ws", "wss":
-	default:
-		return c, nil, fmt.Errorf("%w: %s: URL scheme %q; use mqtt, mqtts, tls, ws or wss", postbox.ErrInvalidConfig, who, u.Scheme)
-	}
-	if u.Port() == "" && port != "" {
-		u.Host = net.JoinHostPort(u.Hostname(), port)
-	}
-	if c.KeepAlive < 0 || c.ConnectTimeout < 0 || c.MinReconnectDelay < 0 || c.MaxReconnectDelay < 0 {
-		return c, nil, fmt.Errorf("%w: %s: durations must not be negative (0 means the default)", postbox.ErrInvalidConfig, who)
-	}
-	if c.KeepAlive > 65535*time.Second {
-		return c, nil, fmt.Errorf("%w: %s: KeepAlive %v is over MQTT's 65535 seconds", postbox.ErrInvalidConfig, who, c.KeepAlive)
-	}
+func (c ConnConfig) withDefaults() ConnConfig {
 	if c.KeepAlive == 0 {
 		c.KeepAlive = DefaultKeepAlive
 	}
@@ -93,8 +65,41 @@ func (c ConnConfig) withDefaults(who string) (ConnConfig, *url.URL, error) {
 	if c.MaxReconnectDelay == 0 {
 		c.MaxReconnectDelay = DefaultMaxReconnectDelay
 	}
-	c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
-	return c, u, nil
+	if c.MinReconnectDelay > 0 {
+		c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
+	}
+	return c
+}
+
+// validate checks c and returns the server URL with its port; who names the constructor the user called.
+func (c ConnConfig) validate(who string) (*url.URL, error) {
+	if c.URL == "" {
+		return nil, fmt.Errorf("%w: %s needs a URL such as mqtt://localhost:1883", postbox.ErrInvalidConfig, who)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: URL: %v", postbox.ErrInvalidConfig, who, err)
+	}
+	port := ""
+	switch strings.ToLower(u.Scheme) {
+	case "mqtt", "tcp":
+		port = "1883"
+	case "mqtts", "tls", "ssl":
+		port = "8883"
+	case "ws", "wss":
+	default:
+		return nil, fmt.Errorf("%w: %s: URL scheme %q; use mqtt, mqtts, tls, ws or wss", postbox.ErrInvalidConfig, who, u.Scheme)
+	}
+	if u.Port() == "" && port != "" {
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+	}
+	if c.KeepAlive < 0 || c.ConnectTimeout < 0 || c.MinReconnectDelay < 0 || c.MaxReconnectDelay < 0 {
+		return nil, fmt.Errorf("%w: %s: durations must not be negative (0 means the default)", postbox.ErrInvalidConfig, who)
+	}
+	if c.KeepAlive > 65535*time.Second {
+		return nil, fmt.Errorf("%w: %s: KeepAlive %v is over MQTT's 65535 seconds", postbox.ErrInvalidConfig, who, c.KeepAlive)
+	}
+	return u, nil
 }
 
 // session is what distinguishes one client's connections from another's.
@@ -138,13 +143,7 @@ func backoff(minDelay, maxDelay time.Duration) autopaho.Backoff {
 		if attempt <= 0 {
 			return 0
 		}
-		d := minDelay
-		for i := 1; i < attempt && d < maxDelay; i++ {
-			d *= 2
-		}
-		d = min(d, maxDelay)
-		// Jitter of up to a quarter keeps a fleet of clients from reconnecting in lockstep after a restart.
-		return d - time.Duration(mrand.Int64N(int64(d)/4+1))
+		return adapterkit.Delay(minDelay, maxDelay, attempt-1) // TODO(backoff)
 	}
 }
 
@@ -241,8 +240,4 @@ func connectOnce(ctx context.Context, cfg autopaho.ClientConfig) (*autopaho.Conn
 }
 
 // randomID returns a client ID no other client uses.
-func randomID(prefix string) string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+func randomID(prefix string) string { return prefix + adapterkit.RandomHex(8) }

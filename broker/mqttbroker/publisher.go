@@ -12,6 +12,8 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // DefaultPublisherSessionExpiry is how long the server keeps a publisher's session after its connection drops,
@@ -19,7 +21,7 @@ import (
 const DefaultPublisherSessionExpiry = time.Minute
 
 // ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("mqttbroker: publisher is closed")
+var ErrClosed = adapterkit.ErrClosed("mqttbroker")
 
 // errNoSubscribers is wrapped by the error of a message the server accepted but delivered to no one.
 var errNoSubscribers = errors.New("no matching subscribers")
@@ -59,34 +61,52 @@ type Publisher struct {
 	lastErr error
 }
 
-// NewPublisher returns a publisher configured by cfg. It does no I/O.
-func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
-	if cfg == nil {
-		return nil, fmt.Errorf("%w: mqttbroker.NewPublisher needs a config with a URL", postbox.ErrInvalidConfig)
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
 	}
-	c := *cfg
-	cc, u, err := c.ConnConfig.withDefaults("mqttbroker.NewPublisher")
+	out.ConnConfig = out.ConnConfig.withDefaults()
+	if out.SessionExpiry == 0 {
+		out.SessionExpiry = DefaultPublisherSessionExpiry
+	}
+	if out.ClientID == "" {
+		out.ClientID = randomID("postbox-pub-")
+	}
+	if out.Source == "" {
+		out.Source = broker.DefaultSource
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+// validate checks c and returns the server URL.
+func (c PublisherConfig) validate() (*url.URL, error) {
+	const who = "mqttbroker.NewPublisher"
+	u, err := c.ConnConfig.validate(who)
 	if err != nil {
 		return nil, err
 	}
-	c.ConnConfig = cc
 	if c.SessionExpiry < 0 {
-		return nil, fmt.Errorf("%w: mqttbroker.NewPublisher: SessionExpiry must not be negative", postbox.ErrInvalidConfig)
-	}
-	if c.SessionExpiry == 0 {
-		c.SessionExpiry = DefaultPublisherSessionExpiry
-	}
-	if c.ClientID == "" {
-		c.ClientID = randomID("postbox-pub-")
+		return nil, fmt.Errorf("%w: %s: SessionExpiry must not be negative", postbox.ErrInvalidConfig, who)
 	}
 	if err := checkString("ClientID", c.ClientID); err != nil {
-		return nil, fmt.Errorf("%w: mqttbroker.NewPublisher: %v", postbox.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %s: %v", postbox.ErrInvalidConfig, who, err)
 	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
+	return u, nil
+}
+
+// NewPublisher returns a publisher configured by cfg, which needs at least a URL. It does no I/O.
+func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
+	c := cfg.WithDefaults()
+	u, err := c.validate()
+	if err != nil {
+		return nil, err
 	}
-	return &Publisher{cfg: c, url: u, log: log, up: make(chan struct{}), failed: make(chan struct{})}, nil
+	return &Publisher{cfg: c, url: u, log: c.Logger, up: make(chan struct{}), failed: make(chan struct{})}, nil
 }
 
 // Publish sends every record at QoS 1 and waits for its PUBACK. Records with the same topic and key are published
@@ -123,12 +143,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	}
 	close(todo)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 // maxSenders bounds the goroutines a Publish call sends with. paho bounds the messages in flight further, to the

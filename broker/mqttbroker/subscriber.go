@@ -2,18 +2,17 @@ package mqttbroker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // Defaults for SubscriberConfig.
@@ -67,21 +66,38 @@ type Subscriber struct {
 	cfg     SubscriberConfig
 	url     *url.URL
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
 }
 
-// NewSubscriber returns a subscriber configured by cfg. It does no I/O.
-func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
-	const who = "mqttbroker.NewSubscriber"
-	if cfg == nil {
-		return nil, fmt.Errorf("%w: %s needs a config with a URL, a ClientID and Topics", postbox.ErrInvalidConfig, who)
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	var out SubscriberConfig
+	if c != nil {
+		out = *c
 	}
-	c := *cfg
-	cc, u, err := c.ConnConfig.withDefaults(who)
+	out.ConnConfig = out.ConnConfig.withDefaults()
+	if out.SessionExpiry == 0 {
+		out.SessionExpiry = DefaultSubscriberSessionExpiry
+	}
+	if out.Concurrency == 0 {
+		out.Concurrency = DefaultConcurrency
+	}
+	if out.Prefetch == 0 {
+		out.Prefetch = DefaultPrefetch
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+// validate checks c and returns the server URL.
+func (c SubscriberConfig) validate() (*url.URL, error) {
+	const who = "mqttbroker.NewSubscriber"
+	u, err := c.ConnConfig.validate(who)
 	if err != nil {
 		return nil, err
 	}
-	c.ConnConfig = cc
 	if c.ClientID == "" {
 		return nil, fmt.Errorf("%w: %s needs a ClientID: the server keeps the subscriber's session under it, so keep it stable across restarts",
 			postbox.ErrInvalidConfig, who)
@@ -104,20 +120,18 @@ func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
 		return nil, fmt.Errorf("%w: %s: SessionExpiry %v and Concurrency %d must not be negative, and Prefetch %d must be within 0..65535 (0 means the default)",
 			postbox.ErrInvalidConfig, who, c.SessionExpiry, c.Concurrency, c.Prefetch)
 	}
-	if c.SessionExpiry == 0 {
-		c.SessionExpiry = DefaultSubscriberSessionExpiry
+	return u, nil
+}
+
+// NewSubscriber returns a subscriber configured by cfg, which needs at least a URL, a ClientID and Topics. It
+// does no I/O.
+func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
+	c := cfg.WithDefaults()
+	u, err := c.validate()
+	if err != nil {
+		return nil, err
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Prefetch == 0 {
-		c.Prefetch = DefaultPrefetch
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Subscriber{cfg: c, url: u, log: log}, nil
+	return &Subscriber{cfg: c, url: u, log: c.Logger}, nil
 }
 
 // filters returns the filters to subscribe to, shared when Group is set.
@@ -215,13 +229,11 @@ func (s *Subscriber) DeleteSession(ctx context.Context) error {
 // acknowledgements to be sent, disconnects (keeping the session) and returns nil. It returns an error when the
 // server refuses the client's credentials or its subscriptions.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("mqttbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+	done, err := s.running.Start("mqttbroker", handle, "a second connection with its ClientID would take its session over")
+	if err != nil {
+		return err
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("mqttbroker: Receive is already running on this subscriber; a second connection with its ClientID would take its session over")
-	}
-	defer s.running.Store(false)
+	defer done()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // PublisherConfig configures a Publisher. The zero value is valid.
@@ -20,14 +22,36 @@ type PublisherConfig struct {
 	KeyInSubject bool
 	// Source is the CloudEvents source attribute. Default: broker.DefaultSource ("postbox").
 	Source string
+	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
+	Logger *slog.Logger
 }
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = adapterkit.ErrClosed("natsbroker")
 
 // Publisher publishes batches to JetStream with asynchronous publishes, waiting for every publish ack. It
 // implements postbox.Publisher and is safe for concurrent use.
 type Publisher struct {
-	js  jetstream.JetStream
-	cfg PublisherConfig
-	ce  broker.CloudEvents
+	js     jetstream.JetStream
+	cfg    PublisherConfig
+	ce     broker.CloudEvents
+	log    *slog.Logger
+	closed adapterkit.Closed
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Source == "" {
+		out.Source = broker.DefaultSource
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
 }
 
 // NewPublisher returns a publisher on js. It does no I/O. Create js with jetstream.WithPublishAsyncTimeout so
@@ -36,11 +60,15 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 	if js == nil {
 		return nil, fmt.Errorf("%w: natsbroker.NewPublisher needs a JetStream context; make one with jetstream.New(nc)", postbox.ErrInvalidConfig)
 	}
-	var c PublisherConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	return &Publisher{js: js, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS, Source: c.Source}}, nil
+	c := cfg.WithDefaults() // every value is valid
+	return &Publisher{js: js, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS, Source: c.Source}, log: c.Logger}, nil
+}
+
+// Close makes Publish return ErrClosed from now on. It leaves the connection open: close it yourself once the
+// relay has stopped.
+func (p *Publisher) Close() error {
+	p.closed.Close()
+	return nil
 }
 
 // Publish sends every record with an asynchronous publish, then waits for each publish ack. A record JetStream
@@ -48,6 +76,9 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 // nil when all were acknowledged, and otherwise a *postbox.BatchError. Records no retry can publish (a topic
 // that is not a subject, a reserved header, a message over the size limit) fail with a postbox.Permanent error.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
+	if err := p.closed.Check(ErrClosed); err != nil {
+		return err
+	}
 	if len(batch) == 0 {
 		return nil
 	}
@@ -83,12 +114,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 				batch[i].ID, ctx.Err())
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 // message builds the NATS message for rec.

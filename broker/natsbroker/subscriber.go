@@ -2,16 +2,15 @@ package natsbroker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // Defaults for SubscriberConfig.
@@ -47,7 +46,33 @@ type Subscriber struct {
 	cfg     SubscriberConfig
 	ce      broker.CloudEvents
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	var out SubscriberConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Concurrency == 0 {
+		out.Concurrency = DefaultConcurrency
+	}
+	if out.Prefetch == 0 {
+		out.Prefetch = DefaultPrefetch
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c SubscriberConfig) validate() error {
+	if c.Concurrency < 0 || c.Prefetch < 0 || c.PullExpiry < 0 {
+		return fmt.Errorf("%w: natsbroker.NewSubscriber: Concurrency %d, Prefetch %d and PullExpiry %v must not be negative (0 means the default)",
+			postbox.ErrInvalidConfig, c.Concurrency, c.Prefetch, c.PullExpiry)
+	}
+	return nil
 }
 
 // NewSubscriber returns a subscriber on cons, a pull consumer with AckPolicy explicit (see EnsureConsumer). It
@@ -56,29 +81,15 @@ func NewSubscriber(cons jetstream.Consumer, cfg *SubscriberConfig) (*Subscriber,
 	if cons == nil {
 		return nil, fmt.Errorf("%w: natsbroker.NewSubscriber needs a consumer; make one with EnsureConsumer or js.Consumer", postbox.ErrInvalidConfig)
 	}
-	var c SubscriberConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	if c.Concurrency < 0 || c.Prefetch < 0 {
-		return nil, fmt.Errorf("%w: natsbroker: Concurrency %d and Prefetch %d must not be negative (0 means the default)",
-			postbox.ErrInvalidConfig, c.Concurrency, c.Prefetch)
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Prefetch == 0 {
-		c.Prefetch = DefaultPrefetch
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	if info := cons.CachedInfo(); info != nil && info.Config.AckPolicy != jetstream.AckExplicitPolicy {
-		return nil, fmt.Errorf("%w: natsbroker: consumer %s has AckPolicy %v; it must be AckExplicitPolicy so that messages are acked after their transaction commits",
+		return nil, fmt.Errorf("%w: natsbroker.NewSubscriber: consumer %s has AckPolicy %v; it must be AckExplicitPolicy so that messages are acked after their transaction commits",
 			postbox.ErrInvalidConfig, info.Name, info.Config.AckPolicy)
 	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Subscriber{cons: cons, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS}, log: log}, nil
+	return &Subscriber{cons: cons, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixNATS}, log: c.Logger}, nil
 }
 
 // Receive pulls messages and calls handle for each until ctx is cancelled (see broker.Subscriber). On the way
@@ -86,13 +97,11 @@ func NewSubscriber(cons jetstream.Consumer, cfg *SubscriberConfig) (*Subscriber,
 // the running handlers and returns nil. It returns an error when the consumer is deleted or the connection is
 // closed.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("natsbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+	done, err := s.running.Start("natsbroker", handle, "")
+	if err != nil {
+		return err
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("natsbroker: Receive is already running on this subscriber; make one subscriber per Receive")
-	}
-	defer s.running.Store(false)
+	defer done()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -40,7 +40,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := redisstream.NewSubscriber(h.rdb, "conformance", []string{topic}, &redisstream.SubscriberConfig{
+	sub, err := redisstream.NewSubscriber(h.rdb, &redisstream.SubscriberConfig{Group: "conformance", Topics: []string{topic},
 		StreamPrefix: prefix, Concurrency: 4, ClaimIdle: claimIdle, Block: 200 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

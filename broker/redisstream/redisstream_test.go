@@ -34,14 +34,14 @@ func newSub(t *testing.T, rdb *redis.Client, group string, topics []string, cfg 
 	if cfg == nil {
 		cfg = &redisstream.SubscriberConfig{}
 	}
-	cfg.StreamPrefix = prefix
+	cfg.StreamPrefix, cfg.Group, cfg.Topics = prefix, group, topics
 	if cfg.Block == 0 {
 		cfg.Block = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
-	sub, err := redisstream.NewSubscriber(rdb, group, topics, cfg)
+	sub, err := redisstream.NewSubscriber(rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,22 +498,21 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("NewPublisher(nil) = %v", err)
 	}
 	for _, c := range []struct {
-		rdb    redis.UniversalClient
-		group  string
-		topics []string
-		cfg    *redisstream.SubscriberConfig
+		rdb redis.UniversalClient
+		cfg *redisstream.SubscriberConfig
 	}{
-		{nil, "g", []string{"t"}, nil},
-		{rdb, "", []string{"t"}, nil},
-		{rdb, "g", nil, nil},
-		{rdb, "g", []string{"t", ""}, nil},
-		{rdb, "g", []string{"t", "t"}, nil},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{Concurrency: -1}},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{Block: time.Microsecond}},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{ClaimIdle: -time.Second}},
+		{nil, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}}},
+		{rdb, nil},
+		{rdb, &redisstream.SubscriberConfig{Topics: []string{"t"}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g"}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t", ""}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t", "t"}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, Concurrency: -1}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, Block: time.Microsecond}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, ClaimIdle: -time.Second}},
 	} {
-		if _, err := redisstream.NewSubscriber(c.rdb, c.group, c.topics, c.cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
-			t.Errorf("NewSubscriber(group %q, topics %q, %+v) = %v, want ErrInvalidConfig", c.group, c.topics, c.cfg, err)
+		if _, err := redisstream.NewSubscriber(c.rdb, c.cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
+			t.Errorf("NewSubscriber(%+v) = %v, want ErrInvalidConfig", c.cfg, err)
 		}
 	}
 	if err := redisstream.EnsureGroup(ctx, rdb, "", "g", ""); err == nil {
@@ -522,14 +521,14 @@ func TestConfigErrors(t *testing.T) {
 	if err := redisstream.EnsureGroup(ctx, rdb, prefix+"x", "", ""); err == nil {
 		t.Error("EnsureGroup accepted an empty group name")
 	}
-	sub, err := redisstream.NewSubscriber(rdb, "g", []string{"t"}, nil)
+	sub, err := redisstream.NewSubscriber(rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.Receive(ctx, nil); err == nil {
 		t.Error("Receive accepted a nil handler")
 	}
-	other, _ := redisstream.NewSubscriber(rdb, "g", []string{"t"}, nil)
+	other, _ := redisstream.NewSubscriber(rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}})
 	if sub.Consumer() == "" || sub.Consumer() == other.Consumer() {
 		t.Errorf("generated consumer names %q and %q; want distinct names", sub.Consumer(), other.Consumer())
 	}

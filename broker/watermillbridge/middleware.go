@@ -20,6 +20,14 @@ type MiddlewareConfig struct {
 	Topic string
 }
 
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *MiddlewareConfig) WithDefaults() MiddlewareConfig {
+	if c == nil {
+		return MiddlewareConfig{}
+	}
+	return *c
+}
+
 // NewMiddleware returns a watermill handler middleware that handles each message exactly once per consumer,
 // with its effects and the messages it produces committed together. For each delivered message it begins a
 // transaction, claims the message's ID in consumer's inbox, runs the handler, enqueues the messages the handler
@@ -40,10 +48,7 @@ func NewMiddleware[TTx any](consumer *postbox.Consumer[TTx], cfg *MiddlewareConf
 		return nil, fmt.Errorf("%w: watermillbridge.NewMiddleware needs a consumer; make one with postbox.NewConsumer(client, \"billing\", nil)",
 			postbox.ErrInvalidConfig)
 	}
-	var c MiddlewareConfig
-	if cfg != nil {
-		c = *cfg
-	}
+	c := cfg.WithDefaults() // every value is valid
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			m, err := c.Mapping.Delivered(msg)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // PublisherConfig configures a Publisher. The zero value is valid.
@@ -19,15 +21,44 @@ type PublisherConfig struct {
 	// messages of its key in the batch are not published, so per-key order holds. Default: 1, one call at a
 	// time in batch order.
 	Concurrency int
+	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
+	Logger *slog.Logger
 }
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = adapterkit.ErrClosed("watermillbridge")
 
 // Publisher publishes Postbox records through any watermill message.Publisher, one message per Publish call so
 // that each record gets its own result. It implements postbox.Publisher and is safe for concurrent use, as
 // watermill requires of publishers.
 type Publisher struct {
-	pub  message.Publisher
-	cfg  PublisherConfig
-	seed maphash.Seed
+	pub    message.Publisher
+	cfg    PublisherConfig
+	log    *slog.Logger
+	seed   maphash.Seed
+	closed adapterkit.Closed
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Concurrency == 0 {
+		out.Concurrency = 1
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}
+
+func (c PublisherConfig) validate() error {
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: watermillbridge.NewPublisher: Concurrency %d must not be negative (0 means 1)", postbox.ErrInvalidConfig, c.Concurrency)
+	}
+	return nil
 }
 
 // NewPublisher returns a Postbox publisher that sends through pub. It does no I/O. The Publisher does not own
@@ -36,17 +67,18 @@ func NewPublisher(pub message.Publisher, cfg *PublisherConfig) (*Publisher, erro
 	if pub == nil {
 		return nil, fmt.Errorf("%w: watermillbridge.NewPublisher needs a watermill message.Publisher", postbox.ErrInvalidConfig)
 	}
-	var c PublisherConfig
-	if cfg != nil {
-		c = *cfg
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if c.Concurrency < 0 {
-		return nil, fmt.Errorf("%w: watermillbridge: Concurrency %d must not be negative (0 means 1)", postbox.ErrInvalidConfig, c.Concurrency)
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 1
-	}
-	return &Publisher{pub: pub, cfg: c, seed: maphash.MakeSeed()}, nil
+	return &Publisher{pub: pub, cfg: c, log: c.Logger, seed: maphash.MakeSeed()}, nil
+}
+
+// Close makes Publish return ErrClosed from now on. It leaves the watermill publisher open: close it yourself
+// once the relay has stopped.
+func (p *Publisher) Close() error {
+	p.closed.Close()
+	return nil
 }
 
 // Publish publishes each record to its topic with its own watermill Publish call, the message's context set to
@@ -56,6 +88,9 @@ func NewPublisher(pub message.Publisher, cfg *PublisherConfig) (*Publisher, erro
 // watermill message (see Mapping.Message) fail with a postbox.Permanent error; watermill's own errors are all
 // retried.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
+	if err := p.closed.Check(ErrClosed); err != nil {
+		return err
+	}
 	if len(batch) == 0 {
 		return nil
 	}
@@ -70,12 +105,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 		}
 		wg.Wait()
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 // lanes splits the batch's indexes into at most Concurrency lanes, each key's records in one lane in batch
