@@ -12,6 +12,7 @@ import (
 	"github.com/postbox-go/postbox/broker"
 	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 	"github.com/postbox-go/postbox/broker/brokertest"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -67,36 +68,6 @@ func get(t *testing.T, conn *amqp.Connection, queue string) amqp.Delivery {
 	return d
 }
 
-// receiveN runs Receive until n messages were handled by h (nil: succeed), and returns them in handling order.
-func receiveN(t *testing.T, sub broker.Subscriber, n int, h broker.Handler) []postbox.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var got []postbox.Message
-	err := sub.Receive(ctx, broker.AckPolicy{Logger: quietLogger()}.Wrap(func(ctx context.Context, m postbox.Message) error {
-		mu.Lock()
-		got = append(got, m)
-		if len(got) == n {
-			cancel()
-		}
-		mu.Unlock()
-		if h != nil {
-			return h(ctx, m)
-		}
-		return nil
-	}))
-	if err != nil {
-		t.Fatalf("Receive: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < n {
-		t.Fatalf("received %d of %d messages", len(got), n)
-	}
-	return got
-}
-
 func TestPublishRefusesWhatNoRetryFixes(t *testing.T) {
 	conn := admin(t)
 	_, topic := queueFor(t, conn)
@@ -107,20 +78,8 @@ func TestPublishRefusesWhatNoRetryFixes(t *testing.T) {
 	recs[3].Headers = map[string]string{"CC": "other-queue"} // would route the message to more queues
 	recs[4].Headers = map[string]string{"x-death": "forged"}
 	recs[5].Headers = map[string]string{"cloudEvents:type": "forged"}
-	err := pub.Publish(context.Background(), recs)
-	var be *postbox.BatchError
-	if !errors.As(err, &be) || len(be.Errs) != len(recs) {
-		t.Fatalf("Publish = %v, want a BatchError", err)
-	}
-	for i, want := range []string{"", "topic is empty", "longer than", `"CC" is reserved`, `"x-death" is reserved`, "CloudEvents attribute", ""} {
-		e := be.Errs[i]
-		switch {
-		case want == "" && e != nil:
-			t.Errorf("record %d failed: %v", i, e)
-		case want != "" && (!postbox.IsPermanent(e) || !strings.Contains(e.Error(), want)):
-			t.Errorf("record %d: error %v; want a permanent error mentioning %q", i, e, want)
-		}
-	}
+	brokertest.CheckRefused(t, pub.Publish(context.Background(), recs),
+		[]string{"", "topic is empty", "longer than", `"CC" is reserved`, `"x-death" is reserved`, "CloudEvents attribute", ""})
 }
 
 func TestWireFormat(t *testing.T) {
@@ -197,7 +156,7 @@ func TestReadsOtherProducersCloudEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := subscriber(t, amqpbroker.SubscriberConfig{Queue: queue})
-	m := receiveN(t, sub, 1, nil)[0]
+	m := brokertest.ReceiveN(t, sub, 1, nil)[0].Message
 	if m.ID != "evt-1" || m.Type != "com.example.ping" || m.Topic != topic || string(m.Payload) != "ping" ||
 		m.Headers["content-type"] != "text/plain" || m.Headers["attempt"] != "3" {
 		t.Fatalf("decoded %+v", m)
@@ -224,14 +183,15 @@ func TestRejectedMessagesAreDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := subscriber(t, amqpbroker.SubscriberConfig{Queue: queue})
-	got := receiveN(t, sub, 2, func(_ context.Context, m postbox.Message) error {
-		if m.ID == recs[0].ID {
-			return postbox.Permanent(errors.New("cannot apply"))
+	got := brokertest.ReceiveN(t, sub, 2, func(ctx context.Context, d *broker.Delivery) {
+		if d.Message.ID == recs[0].ID {
+			_ = d.Reject(ctx)
+			return
 		}
-		return nil
+		_ = d.Ack(ctx)
 	})
-	if got[0].ID == got[1].ID {
-		t.Fatalf("handler got %s twice; the foreign message must not reach it and the failed one must not come back", got[0].ID)
+	if got[0].Message.ID == got[1].Message.ID {
+		t.Fatalf("handler got %s twice; the foreign message must not reach it and the failed one must not come back", got[0].Message.ID)
 	}
 	deliveries, err := ch.Consume(dlq, "", true, false, false, false, nil)
 	if err != nil {
@@ -297,8 +257,8 @@ func TestDelayedNack(t *testing.T) {
 	if err != nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Receive = %v, context %v; want it to return once cancelled", err, ctx.Err())
 	}
-	if got := receiveN(t, sub, 1, nil); got[0].ID != recs[0].ID {
-		t.Fatalf("got %s", got[0].ID)
+	if got := brokertest.ReceiveN(t, sub, 1, nil); got[0].Message.ID != recs[0].ID {
+		t.Fatalf("got %s", got[0].Message.ID)
 	}
 }
 
@@ -427,45 +387,6 @@ func TestReceiveErrors(t *testing.T) {
 	}
 }
 
-func TestPublisherRecovers(t *testing.T) {
-	conn := admin(t)
-	queue, topic := queueFor(t, conn)
-	px := newProxy(t, "127.0.0.1:5672")
-	pub := publisher(t, amqpbroker.PublisherConfig{ConnConfig: amqpbroker.ConnConfig{URL: "amqp://guest:guest@" + px.Addr() + "/",
-		MinReconnectDelay: 10 * time.Millisecond}, Logger: quietLogger()})
-	recs := brokertest.Records(topic, 20, 3)
-	if err := pub.Publish(context.Background(), recs[:10]); err != nil {
-		t.Fatal(err)
-	}
-	px.Cut()
-	// The first publishes after the cut may fail, retryably; then the publisher reconnects.
-	var err error
-	for range 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = pub.Publish(ctx, recs[10:])
-		cancel()
-		if err == nil {
-			break
-		}
-		if postbox.IsPermanent(err) {
-			t.Fatalf("Publish after a connection loss: %v is permanent, want retryable", err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("Publish keeps failing after a connection loss: %v", err)
-	}
-	got := receiveN(t, subscriber(t, amqpbroker.SubscriberConfig{Queue: queue}), len(recs), nil)
-	seen := map[string]bool{}
-	for _, m := range got {
-		seen[m.ID] = true
-	}
-	for _, r := range recs {
-		if !seen[r.ID] {
-			t.Errorf("message %s confirmed but not delivered", r.ID)
-		}
-	}
-}
-
 func TestPublisherReopensChannelAfterChannelError(t *testing.T) {
 	conn := admin(t)
 	topic := brokertest.Topic()
@@ -485,7 +406,7 @@ func TestPublisherReopensChannelAfterChannelError(t *testing.T) {
 func TestSubscriberRecovers(t *testing.T) {
 	conn := admin(t)
 	queue, topic := queueFor(t, conn)
-	px := newProxy(t, "127.0.0.1:5672")
+	px := tcpproxy.Start(t, "127.0.0.1:5672")
 	sub := subscriber(t, amqpbroker.SubscriberConfig{Queue: queue,
 		ConnConfig: amqpbroker.ConnConfig{URL: "amqp://guest:guest@" + px.Addr() + "/", MinReconnectDelay: 10 * time.Millisecond}})
 	pub := publisher(t, amqpbroker.PublisherConfig{})
@@ -561,28 +482,9 @@ func TestConfigErrors(t *testing.T) {
 	if err := amqpbroker.EnsureTopology(ctx, admin(t), amqpbroker.Topology{Queue: "q"}); err == nil {
 		t.Error("EnsureTopology without topics succeeded")
 	}
-	pub := publisher(t, amqpbroker.PublisherConfig{})
-	_ = pub.Close()
-	if err := pub.Publish(ctx, brokertest.Records("t", 1, 0)); !errors.Is(err, amqpbroker.ErrClosed) {
-		t.Errorf("Publish after Close = %v, want ErrClosed", err)
-	}
 }
 
-func TestKeyToken(t *testing.T) {
-	for key, want := range map[string]string{
-		"":         "%",
-		"order-42": "order-42",
-		"user_7":   "user_7",
-		"a.b":      "a%2Eb",
-		"*":        "%2A",
-		"#":        "%23",
-		"%":        "%25",
-		"é":        "%C3%A9",
-	} {
-		if got := amqpbroker.KeyToken(key); got != want {
-			t.Errorf("KeyToken(%q) = %q, want %q", key, got, want)
-		}
-	}
+func TestRoutingKey(t *testing.T) {
 	if got := amqpbroker.RoutingKey("orders", "a.b", true); got != "orders.a%2Eb" {
 		t.Errorf("RoutingKey = %q", got)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 	"github.com/postbox-go/postbox/broker/brokertest"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -92,9 +94,17 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	return pub, sub
 }
 
-func features(attempts bool) brokertest.Features {
+func (h *harness) features(attempts bool) brokertest.Features {
 	return brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Attempts: attempts,
-		Unreachable: unreachable}
+		Unreachable: unreachable, ErrClosed: amqpbroker.ErrClosed, Reconnect: h.reconnect}
+}
+
+// reconnect returns a publisher that reaches RabbitMQ through a proxy, and the proxy's Cut.
+func (h *harness) reconnect(t *testing.T, _ string) (postbox.Publisher, func()) {
+	px := tcpproxy.Start(t, "127.0.0.1:5672")
+	pub := publisher(t, amqpbroker.PublisherConfig{ConnConfig: amqpbroker.ConnConfig{URL: "amqp://guest:guest@" + px.Addr() + "/",
+		MinReconnectDelay: 10 * time.Millisecond}, KeyInRoutingKey: h.keyInRoutingKey, Logger: quietLogger()})
+	return pub, func() { px.Cut() }
 }
 
 // unreachable returns a publisher configured for a port where nothing listens.
@@ -108,13 +118,16 @@ func unreachable(t *testing.T) postbox.Publisher {
 }
 
 func TestConformanceClassic(t *testing.T) {
-	brokertest.Exercise(t, features(false), newHarness(t, amqpbroker.QueueClassic, false).new)
+	h := newHarness(t, amqpbroker.QueueClassic, false)
+	brokertest.Exercise(t, h.features(false), h.new)
 }
 
 func TestConformanceQuorum(t *testing.T) {
-	brokertest.Exercise(t, features(true), newHarness(t, amqpbroker.QueueQuorum, false).new)
+	h := newHarness(t, amqpbroker.QueueQuorum, false)
+	brokertest.Exercise(t, h.features(true), h.new)
 }
 
 func TestConformanceKeyInRoutingKey(t *testing.T) {
-	brokertest.Exercise(t, features(true), newHarness(t, amqpbroker.QueueQuorum, true).new)
+	h := newHarness(t, amqpbroker.QueueQuorum, true)
+	brokertest.Exercise(t, h.features(true), h.new)
 }

@@ -39,12 +39,8 @@ type ConnConfig struct {
 }
 
 func (c ConnConfig) withDefaults() ConnConfig {
-	if c.MinReconnectDelay == 0 {
-		c.MinReconnectDelay = DefaultMinReconnectDelay
-	}
-	if c.MaxReconnectDelay == 0 {
-		c.MaxReconnectDelay = DefaultMaxReconnectDelay
-	}
+	adapterkit.Default(&c.MinReconnectDelay, DefaultMinReconnectDelay)
+	adapterkit.Default(&c.MaxReconnectDelay, DefaultMaxReconnectDelay)
 	if c.MinReconnectDelay > 0 {
 		c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
 	}

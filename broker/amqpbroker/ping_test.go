@@ -9,14 +9,11 @@ import (
 	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 )
 
-// TestPing: Ping connects to RabbitMQ and reports a server it cannot reach, or a password it refuses, with the
-// reason.
-func TestPing(t *testing.T) {
+// TestPingReasons: Ping reports a server it cannot reach, or a password it refuses, with the reason. (The
+// conformance suite checks that Ping succeeds on a reachable server and fails on an unreachable one.)
+func TestPingReasons(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := publisher(t, amqpbroker.PublisherConfig{}).Ping(ctx); err != nil {
-		t.Fatalf("Ping: %v", err)
-	}
 	for url, want := range map[string]string{
 		"amqp://guest:guest@127.0.0.1:1/":                              "connection refused",
 		strings.Replace(conn().URL, "guest:guest@", "guest:wrong@", 1): "username or password not allowed",

@@ -61,20 +61,11 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
+	out := adapterkit.Copy(c)
 	out.ConnConfig = out.ConnConfig.withDefaults()
-	if out.Exchange == "" {
-		out.Exchange = DefaultExchange
-	}
-	if out.Source == "" {
-		out.Source = broker.DefaultSource
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	adapterkit.Default(&out.Exchange, DefaultExchange)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 

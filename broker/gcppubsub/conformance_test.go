@@ -104,7 +104,7 @@ func unreachable(t *testing.T) postbox.Publisher {
 
 func TestConformance(t *testing.T) {
 	_, c := server(t)
-	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Unreachable: unreachable}
+	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Unreachable: unreachable, ErrClosed: gcppubsub.ErrClosed}
 	plain := func(prefix string) func(topic string) *pubsubpb.Subscription {
 		return func(topic string) *pubsubpb.Subscription {
 			return &pubsubpb.Subscription{Name: "sub-" + topic, Topic: prefix + topic}

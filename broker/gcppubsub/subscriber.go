@@ -50,16 +50,9 @@ type Subscriber struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
-	var out SubscriberConfig
-	if c != nil {
-		out = *c
-	}
-	if out.Concurrency == 0 {
-		out.Concurrency = DefaultConcurrency
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Concurrency, DefaultConcurrency)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 

@@ -97,7 +97,7 @@ func unreachable(t *testing.T) postbox.Publisher {
 
 func features() brokertest.Features {
 	return brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Attempts: true,
-		Unreachable: unreachable}
+		Unreachable: unreachable, ErrClosed: kafkabroker.ErrClosed}
 }
 
 func TestConformance(t *testing.T) {

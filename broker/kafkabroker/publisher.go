@@ -42,16 +42,9 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
-	if out.Source == "" {
-		out.Source = broker.DefaultSource
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 
@@ -128,11 +121,8 @@ type result struct {
 // When ctx ends first, Publish returns at once, failing the records not yet acknowledged: the client may still
 // write them, so the relay's retry can duplicate them (the consumer's inbox drops the duplicates).
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
-	if err := p.closed.Check(ErrClosed); err != nil {
+	if skip, err := p.closed.Skip(ErrClosed, len(batch)); skip {
 		return err
-	}
-	if len(batch) == 0 {
-		return nil
 	}
 	errs := make([]error, len(batch))
 	answered := make([]bool, len(batch))

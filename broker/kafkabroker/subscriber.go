@@ -75,24 +75,13 @@ type Subscriber struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
-	var out SubscriberConfig
-	if c != nil {
-		out = *c
-	}
+	out := adapterkit.Copy(c)
 	out.Topics = slices.Clone(out.Topics)
 	out.Options = slices.Clone(out.Options)
-	if out.Concurrency == 0 {
-		out.Concurrency = DefaultConcurrency
-	}
-	if out.Prefetch == 0 {
-		out.Prefetch = DefaultPrefetch
-	}
-	if out.CommitInterval == 0 {
-		out.CommitInterval = DefaultCommitInterval
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	adapterkit.Default(&out.Concurrency, DefaultConcurrency)
+	adapterkit.Default(&out.Prefetch, DefaultPrefetch)
+	adapterkit.Default(&out.CommitInterval, DefaultCommitInterval)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 

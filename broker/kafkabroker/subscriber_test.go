@@ -386,20 +386,3 @@ func TestSubscriberConfigErrors(t *testing.T) {
 		t.Errorf("Receive with a nil handler = %v", err)
 	}
 }
-
-func TestReceiveRunsOnce(t *testing.T) {
-	e := newEnv(t, 1)
-	e.publish(t, brokertest.Records(e.topic, 1, 1))
-	sub := e.subscriber(t)
-	started := make(chan struct{})
-	var once sync.Once
-	r := start(sub, func(ctx context.Context, d *broker.Delivery) {
-		_ = d.Ack(ctx)
-		once.Do(func() { close(started) })
-	})
-	<-started
-	if err := sub.Receive(context.Background(), func(context.Context, *broker.Delivery) {}); err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Errorf("second concurrent Receive = %v, want an error saying it is already running", err)
-	}
-	r.stop(t)
-}

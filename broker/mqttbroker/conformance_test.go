@@ -11,6 +11,7 @@ import (
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
 	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 )
 
 // serverURL is the Mosquitto server that the development machines run.
@@ -91,7 +92,15 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 
 // unreachable returns a publisher configured for a port where nothing listens.
 func unreachable(t *testing.T) postbox.Publisher {
-	return publisher(t, mqttbroker.PublisherConfig{ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://127.0.0.1:1"}})
+	return publisher(t, mqttbroker.PublisherConfig{ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://127.0.0.1:1", ConnectTimeout: 5 * time.Second}})
+}
+
+// reconnect returns a publisher that reaches the server through a proxy, and the proxy's Cut.
+func reconnect(t *testing.T, _ string) (postbox.Publisher, func()) {
+	px := tcpproxy.Start(t, "127.0.0.1:1883")
+	pub := publisher(t, mqttbroker.PublisherConfig{ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://" + px.Addr(),
+		MinReconnectDelay: 10 * time.Millisecond}})
+	return pub, func() { px.Cut() }
 }
 
 func TestConformance(t *testing.T) {
@@ -100,6 +109,7 @@ func TestConformance(t *testing.T) {
 	// subscriber's session until the same ClientID comes back (TestUnackedMessagesComeBackAfterRestart); the
 	// server never hands it to another member of the shared subscription, as RedeliverUnsettled requires. Not
 	// Dedup, AckTimeout or Attempts: MQTT has none of them (a redelivery carries only the DUP flag).
-	brokertest.Exercise(t, brokertest.Features{PerKeyOrder: true, NackRedelivery: true, Unroutable: true, Unreachable: unreachable},
+	brokertest.Exercise(t, brokertest.Features{PerKeyOrder: true, NackRedelivery: true, Unroutable: true, Unreachable: unreachable,
+		ErrClosed: mqttbroker.ErrClosed, Reconnect: reconnect},
 		(&harness{n: map[string]int{}}).new)
 }

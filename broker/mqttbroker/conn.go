@@ -53,18 +53,10 @@ type ConnConfig struct {
 }
 
 func (c ConnConfig) withDefaults() ConnConfig {
-	if c.KeepAlive == 0 {
-		c.KeepAlive = DefaultKeepAlive
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.MinReconnectDelay == 0 {
-		c.MinReconnectDelay = DefaultMinReconnectDelay
-	}
-	if c.MaxReconnectDelay == 0 {
-		c.MaxReconnectDelay = DefaultMaxReconnectDelay
-	}
+	adapterkit.Default(&c.KeepAlive, DefaultKeepAlive)
+	adapterkit.Default(&c.ConnectTimeout, DefaultConnectTimeout)
+	adapterkit.Default(&c.MinReconnectDelay, DefaultMinReconnectDelay)
+	adapterkit.Default(&c.MaxReconnectDelay, DefaultMaxReconnectDelay)
 	if c.MinReconnectDelay > 0 {
 		c.MaxReconnectDelay = max(c.MaxReconnectDelay, c.MinReconnectDelay)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
 	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 )
 
 // raw connects a plain paho client (clean session, automatic acks) that calls onMsg for what it receives on
@@ -154,20 +155,8 @@ func TestPublishRefusesWhatNoRetryFixes(t *testing.T) {
 	recs[3].Topic = ""
 	recs[4].Headers = map[string]string{"X-Bad": "\xff\xfe"}
 	recs[5].Headers = map[string]string{"id": "forged"}
-	err := publisher(t, mqttbroker.PublisherConfig{}).Publish(context.Background(), recs)
-	var be *postbox.BatchError
-	if !errors.As(err, &be) || len(be.Errs) != len(recs) {
-		t.Fatalf("Publish = %v, want a BatchError", err)
-	}
-	for i, want := range []string{"", "wildcards", "reserves", "empty", "UTF-8", "CloudEvents attribute", ""} {
-		e := be.Errs[i]
-		switch {
-		case want == "" && e != nil:
-			t.Errorf("record %d failed: %v", i, e)
-		case want != "" && (!postbox.IsPermanent(e) || !strings.Contains(e.Error(), want)):
-			t.Errorf("record %d: error %v; want a permanent error mentioning %q", i, e, want)
-		}
-	}
+	brokertest.CheckRefused(t, publisher(t, mqttbroker.PublisherConfig{}).Publish(context.Background(), recs),
+		[]string{"", "wildcards", "reserves", "empty", "UTF-8", "CloudEvents attribute", ""})
 }
 
 func TestNoSubscribers(t *testing.T) {
@@ -330,45 +319,9 @@ func TestDeleteSession(t *testing.T) {
 	}
 }
 
-func TestPublisherRecovers(t *testing.T) {
-	topic := brokertest.Topic()
-	sub := subscriber(t, mqttbroker.SubscriberConfig{ClientID: clientPrefix + topic, Topics: []string{topic}})
-	px := newProxy(t, "127.0.0.1:1883")
-	pub := publisher(t, mqttbroker.PublisherConfig{ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://" + px.Addr(),
-		MinReconnectDelay: 10 * time.Millisecond}})
-	recs := brokertest.Records(topic, 20, 3)
-	if err := pub.Publish(context.Background(), recs[:10]); err != nil {
-		t.Fatal(err)
-	}
-	px.Cut()
-	var err error
-	for range 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = pub.Publish(ctx, recs[10:])
-		cancel()
-		if err == nil {
-			break
-		}
-		if postbox.IsPermanent(err) {
-			t.Fatalf("Publish after a connection loss: %v is permanent, want retryable", err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("Publish keeps failing after a connection loss: %v", err)
-	}
-	receiveUntil(t, sub, nil, func(got []delivery) bool {
-		for _, r := range recs {
-			if count(got, r.ID) == 0 {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 func TestSubscriberRecovers(t *testing.T) {
 	topic := brokertest.Topic()
-	px := newProxy(t, "127.0.0.1:1883")
+	px := tcpproxy.Start(t, "127.0.0.1:1883")
 	sub := subscriber(t, mqttbroker.SubscriberConfig{ClientID: clientPrefix + topic, Topics: []string{topic},
 		ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://" + px.Addr(), MinReconnectDelay: 10 * time.Millisecond}})
 	pub := publisher(t, mqttbroker.PublisherConfig{})
@@ -468,11 +421,6 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := mqttbroker.NewSubscriber(&c); err != nil {
 			t.Errorf("NewSubscriber with filter %q: %v", f, err)
 		}
-	}
-	pub := publisher(t, mqttbroker.PublisherConfig{})
-	_ = pub.Close()
-	if err := pub.Publish(context.Background(), brokertest.Records("t", 1, 0)); !errors.Is(err, mqttbroker.ErrClosed) {
-		t.Errorf("Publish after Close = %v, want ErrClosed", err)
 	}
 	if got := mqttbroker.SharedFilter("g", "orders/#"); got != "$share/g/orders/#" {
 		t.Errorf("SharedFilter = %q", got)

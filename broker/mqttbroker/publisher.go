@@ -63,23 +63,12 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
+	out := adapterkit.Copy(c)
 	out.ConnConfig = out.ConnConfig.withDefaults()
-	if out.SessionExpiry == 0 {
-		out.SessionExpiry = DefaultPublisherSessionExpiry
-	}
-	if out.ClientID == "" {
-		out.ClientID = randomID("postbox-pub-")
-	}
-	if out.Source == "" {
-		out.Source = broker.DefaultSource
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	adapterkit.Default(&out.SessionExpiry, DefaultPublisherSessionExpiry)
+	adapterkit.Default(&out.ClientID, randomID("postbox-pub-"))
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 

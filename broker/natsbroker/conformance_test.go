@@ -96,7 +96,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 
 func features() brokertest.Features {
 	return brokertest.Features{PerKeyOrder: true, Redelivery: true, Dedup: true, Unroutable: true, AckTimeout: true,
-		AckWait: ackWait, Attempts: true, Unreachable: unreachable}
+		AckWait: ackWait, Attempts: true, Unreachable: unreachable, ErrClosed: natsbroker.ErrClosed}
 }
 
 // unreachable returns a publisher whose connection keeps trying a port where nothing listens.

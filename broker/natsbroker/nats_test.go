@@ -38,20 +38,7 @@ func TestPublishRefusesWhatNoRetryFixes(t *testing.T) {
 	recs[1].Topic = "has space"
 	recs[2].Headers = map[string]string{"Nats-Rollup": "all"} // would let a producer purge the stream
 	recs[3].Payload = bytes.Repeat([]byte("x"), 2048)         // over the stream's MaxMsgSize
-	err = pub.Publish(context.Background(), recs)
-	var be *postbox.BatchError
-	if !errors.As(err, &be) || len(be.Errs) != 5 {
-		t.Fatalf("Publish = %v, want a BatchError", err)
-	}
-	for i, want := range []string{"", "whitespace", "Nats-Rollup", "maximum", ""} {
-		e := be.Errs[i]
-		switch {
-		case want == "" && e != nil:
-			t.Errorf("record %d failed: %v", i, e)
-		case want != "" && (!postbox.IsPermanent(e) || !strings.Contains(e.Error(), want)):
-			t.Errorf("record %d: error %v; want a permanent error mentioning %q", i, e, want)
-		}
-	}
+	brokertest.CheckRefused(t, pub.Publish(context.Background(), recs), []string{"", "whitespace", "Nats-Rollup", "maximum", ""})
 }
 
 func TestKeyInSubjectLetsConsumersFilterByKey(t *testing.T) {
@@ -79,56 +66,11 @@ func TestKeyInSubjectLetsConsumersFilterByKey(t *testing.T) {
 			want = append(want, r.ID)
 		}
 	}
-	got := receiveN(t, sub, len(want))
-	for i, m := range got {
+	got := brokertest.ReceiveN(t, sub, len(want), nil)
+	for i, d := range got {
+		m := d.Message
 		if m.ID != want[i] || m.Topic != topic || m.Key != "clé-ü-1" {
 			t.Fatalf("delivery %d: %s topic %q key %q; want %s on %q with key clé-ü-1", i, m.ID, m.Topic, m.Key, want[i], topic)
-		}
-	}
-}
-
-// receiveN runs Receive until n messages were acked, and returns them in delivery order.
-func receiveN(t *testing.T, sub broker.Subscriber, n int) []postbox.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var got []postbox.Message
-	err := sub.Receive(ctx, broker.AckAfter(func(_ context.Context, m postbox.Message) error {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, m)
-		if len(got) == n {
-			cancel()
-		}
-		return nil
-	}))
-	if err != nil {
-		t.Fatalf("Receive: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < n {
-		t.Fatalf("received %d of %d messages", len(got), n)
-	}
-	return got
-}
-
-func TestKeyToken(t *testing.T) {
-	for key, want := range map[string]string{
-		"":          "%",
-		"order-42":  "order-42",
-		"user_7":    "user_7",
-		"a.b":       "a%2Eb",
-		"*":         "%2A",
-		">":         "%3E",
-		"a b":       "a%20b",
-		"%":         "%25",
-		"é":         "%C3%A9",
-		"tab\there": "tab%09here",
-	} {
-		if got := natsbroker.KeyToken(key); got != want {
-			t.Errorf("KeyToken(%q) = %q, want %q", key, got, want)
 		}
 	}
 }
@@ -151,8 +93,8 @@ func TestForeignMessagesAreTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := natsbroker.NewSubscriber(cons, &natsbroker.SubscriberConfig{Logger: quietLogger()})
-	if got := receiveN(t, sub, 1); got[0].ID != recs[0].ID {
-		t.Fatalf("handler got %+v, want only the Postbox message", got[0])
+	if got := brokertest.ReceiveN(t, sub, 1, nil); got[0].Message.ID != recs[0].ID {
+		t.Fatalf("handler got %+v, want only the Postbox message", got[0].Message)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {

@@ -41,16 +41,9 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
-	if out.Source == "" {
-		out.Source = broker.DefaultSource
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 
@@ -76,11 +69,8 @@ func (p *Publisher) Close() error {
 // nil when all were acknowledged, and otherwise a *postbox.BatchError. Records no retry can publish (a topic
 // that is not a subject, a reserved header, a message over the size limit) fail with a postbox.Permanent error.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
-	if err := p.closed.Check(ErrClosed); err != nil {
+	if skip, err := p.closed.Skip(ErrClosed, len(batch)); skip {
 		return err
-	}
-	if len(batch) == 0 {
-		return nil
 	}
 	errs := make([]error, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))

@@ -62,7 +62,7 @@ func unreachable(t *testing.T) postbox.Publisher {
 func TestConformance(t *testing.T) {
 	rdb := connect(t)
 	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, AckTimeout: true, AckWait: claimIdle, Attempts: true,
-		Unreachable: unreachable}
+		Unreachable: unreachable, ErrClosed: redisstream.ErrClosed}
 	t.Run("MakeStream", func(t *testing.T) {
 		brokertest.Exercise(t, f, (&harness{rdb: rdb, groups: map[string]bool{}}).new)
 	})

@@ -59,16 +59,9 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
-	if out.Source == "" {
-		out.Source = broker.DefaultSource
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 
@@ -116,11 +109,8 @@ func (p *Publisher) Close() error {
 // retry can publish (no topic, a header that would be read back as a CloudEvents attribute, a key holding
 // something other than a stream) fail with a postbox.Permanent error.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
-	if err := p.closed.Check(ErrClosed); err != nil {
+	if skip, err := p.closed.Skip(ErrClosed, len(batch)); skip {
 		return err
-	}
-	if len(batch) == 0 {
-		return nil
 	}
 	errs := make([]error, len(batch))
 	if err := ctx.Err(); err != nil {

@@ -74,32 +74,15 @@ type Subscriber struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
-	var out SubscriberConfig
-	if c != nil {
-		out = *c
-	}
+	out := adapterkit.Copy(c)
 	out.Topics = slices.Clone(out.Topics)
-	if out.Concurrency == 0 {
-		out.Concurrency = DefaultConcurrency
-	}
-	if out.Count == 0 {
-		out.Count = DefaultCount
-	}
-	if out.Block == 0 {
-		out.Block = DefaultBlock
-	}
-	if out.ClaimIdle == 0 {
-		out.ClaimIdle = DefaultClaimIdle
-	}
-	if out.ClaimInterval == 0 {
-		out.ClaimInterval = max(out.ClaimIdle/4, time.Millisecond)
-	}
-	if out.Consumer == "" {
-		out.Consumer = consumerName()
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	adapterkit.Default(&out.Concurrency, DefaultConcurrency)
+	adapterkit.Default(&out.Count, DefaultCount)
+	adapterkit.Default(&out.Block, DefaultBlock)
+	adapterkit.Default(&out.ClaimIdle, DefaultClaimIdle)
+	adapterkit.Default(&out.ClaimInterval, max(out.ClaimIdle/4, time.Millisecond))
+	adapterkit.Default(&out.Consumer, consumerName())
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 

@@ -41,16 +41,9 @@ type Publisher struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
-	var out PublisherConfig
-	if c != nil {
-		out = *c
-	}
-	if out.Concurrency == 0 {
-		out.Concurrency = 1
-	}
-	if out.Logger == nil {
-		out.Logger = slog.Default()
-	}
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Concurrency, 1)
+	adapterkit.Default(&out.Logger, slog.Default())
 	return out
 }
 
@@ -88,11 +81,8 @@ func (p *Publisher) Close() error {
 // watermill message (see Mapping.Message) fail with a postbox.Permanent error; watermill's own errors are all
 // retried.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
-	if err := p.closed.Check(ErrClosed); err != nil {
+	if skip, err := p.closed.Skip(ErrClosed, len(batch)); skip {
 		return err
-	}
-	if len(batch) == 0 {
-		return nil
 	}
 	errs := make([]error, len(batch))
 	lanes := p.lanes(batch)

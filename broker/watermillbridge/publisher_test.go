@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,23 +146,8 @@ func TestPerMessageResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = pub.Publish(context.Background(), recs)
-	var be *postbox.BatchError
-	if !errors.As(err, &be) || len(be.Errs) != len(recs) {
-		t.Fatalf("Publish = %v, want a BatchError with %d entries", err, len(recs))
-	}
-	for i, want := range []struct {
-		text      string
-		permanent bool
-	}{{}, {"closed", false}, {"same key", false}, {}, {"ce_id", true}, {}} {
-		e := be.Errs[i]
-		switch {
-		case want.text == "" && e != nil:
-			t.Errorf("record %d failed: %v", i, e)
-		case want.text != "" && (e == nil || !strings.Contains(e.Error(), want.text) || postbox.IsPermanent(e) != want.permanent):
-			t.Errorf("record %d: error %v; want one mentioning %q, permanent %v", i, e, want.text, want.permanent)
-		}
-	}
+	brokertest.CheckBatch(t, pub.Publish(context.Background(), recs),
+		[]brokertest.Outcome{{}, {Err: "closed"}, {Err: "same key"}, {}, {Err: "ce_id", Permanent: true}, {}})
 	ids := map[string]bool{}
 	for _, msg := range got.wait(t, 3) {
 		ids[msg.UUID] = true
@@ -202,5 +186,23 @@ func TestPublisherConfigErrors(t *testing.T) {
 	}
 	if _, err := watermillbridge.NewPublisher(goChannel(t), &watermillbridge.PublisherConfig{Concurrency: -1}); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Errorf("NewPublisher with negative Concurrency = %v", err)
+	}
+}
+
+// TestPublishAfterClose: Close stops the publisher, not the watermill publisher it sends through.
+func TestPublishAfterClose(t *testing.T) {
+	gc := goChannel(t)
+	pub, err := watermillbridge.NewPublisher(gc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(context.Background(), brokertest.Records("t", 1, 0)); !errors.Is(err, watermillbridge.ErrClosed) || postbox.IsPermanent(err) {
+		t.Errorf("Publish after Close = %v, want a retryable ErrClosed", err)
+	}
+	if err := gc.Publish("t", message.NewMessage("1", nil)); err != nil {
+		t.Errorf("the watermill publisher was closed with the bridge: %v", err)
 	}
 }

@@ -32,12 +32,13 @@ type Closed struct{ on atomic.Bool }
 // Close marks the publisher closed and reports whether it was open.
 func (c *Closed) Close() bool { return c.on.CompareAndSwap(false, true) }
 
-// Check returns errClosed once Close was called, and nil before.
-func (c *Closed) Check(errClosed error) error {
+// Skip is how Publish starts: it reports whether there is nothing to publish, with errClosed once Close was
+// called, and with nil for an empty batch.
+func (c *Closed) Skip(errClosed error, batchLen int) (bool, error) {
 	if c.on.Load() {
-		return errClosed
+		return true, errClosed
 	}
-	return nil
+	return batchLen == 0, nil
 }
 
 // ErrClosed returns the sentinel an adapter exports as its ErrClosed.
