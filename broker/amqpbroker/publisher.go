@@ -104,18 +104,10 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	}
 	errs := make([]error, len(batch))
 	results := make([]<-chan error, len(batch))
-	for i, rec := range batch {
-		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("amqpbroker: not published: %w", err)
-			continue
-		}
-		key := RoutingKey(rec.Topic, rec.Key, p.cfg.KeyInRoutingKey)
-		msg, err := p.message(rec, key)
-		if err != nil {
-			errs[i] = postbox.Permanent(fmt.Errorf("amqpbroker: message %s: %w", rec.ID, err))
-			continue
-		}
-		if results[i], err = ch.publish(ctx, p.cfg.Exchange, key, msg); err != nil {
+	for i, msg := range adapterkit.Messages(ctx, "amqpbroker", batch, errs, p.message) {
+		rec := batch[i]
+		var err error
+		if results[i], err = ch.publish(ctx, p.cfg.Exchange, RoutingKey(rec.Topic, rec.Key, p.cfg.KeyInRoutingKey), msg); err != nil {
 			errs[i] = fmt.Errorf("amqpbroker: publish message %s: %w", rec.ID, err)
 		}
 	}
@@ -136,11 +128,17 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	return adapterkit.Result(ctx, p.log, errs)
 }
 
-func (p *Publisher) message(rec postbox.Record, key string) (amqp.Publishing, error) {
-	if err := checkRoutingKey(rec.Topic, key); err != nil {
-		return amqp.Publishing{}, err
+// message builds the AMQP message of rec, or says why rec cannot be published.
+func (p *Publisher) message(rec postbox.Record) (amqp.Publishing, error) {
+	var msg amqp.Publishing
+	err := checkRoutingKey(rec.Topic, RoutingKey(rec.Topic, rec.Key, p.cfg.KeyInRoutingKey))
+	if err == nil {
+		msg, err = publishing(p.ce, rec, p.cfg.Transient)
 	}
-	return publishing(p.ce, rec, p.cfg.Transient)
+	if err != nil {
+		return amqp.Publishing{}, fmt.Errorf("amqpbroker: message %s: %w", rec.ID, err)
+	}
+	return msg, nil
 }
 
 // channel returns an open confirm channel, connecting first if need be. After a failed attempt, the next waits

@@ -92,14 +92,11 @@ var errCancelled = errors.New("the broker cancelled the consumer")
 // it stops consuming, requeues what was prefetched, waits for the running handlers and their delayed nacks, and
 // returns nil. It returns an error when the queue does not exist or access is refused.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("amqpbroker", handle, "")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "amqpbroker", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 
 	delays := &delayer{pending: map[*delayed]bool{}}
 	lanes := broker.NewLanes(s.cfg.Concurrency, 0, func(d *broker.Delivery) { broker.Dispatch(ctx, d, handle) })

@@ -88,8 +88,8 @@ func (s *memSub) next() (entry, *entry) {
 }
 
 func (s *memSub) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("memsub", handle, "")
-	if err != nil {
+	done, err := s.running.Start(ctx, "memsub", handle, "")
+	if done == nil {
 		return err
 	}
 	defer done()

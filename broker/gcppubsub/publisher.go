@@ -110,16 +110,8 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	errs := make([]error, len(batch))
 	results := make([]*pubsub.PublishResult, len(batch))
 	topics := make([]*pubsub.Publisher, len(batch))
-	for i, rec := range batch {
-		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("gcppubsub: message %s not published: %w", rec.ID, err)
-			continue
-		}
-		msg, err := p.message(rec)
-		if err != nil {
-			errs[i] = postbox.Permanent(err)
-			continue
-		}
+	for i, msg := range adapterkit.Messages(ctx, "gcppubsub", batch, errs, p.message) {
+		rec := batch[i]
 		t, err := p.topic(p.cfg.TopicPrefix + rec.Topic)
 		if err != nil {
 			errs[i] = fmt.Errorf("gcppubsub: message %s not published: %w", rec.ID, err)

@@ -88,14 +88,11 @@ func NewSubscriber(c *pubsub.Client, cfg *SubscriberConfig) (*Subscriber, error)
 // out the Pub/Sub client nacks the messages it had pulled ahead and waits for the running handlers. It returns
 // an error when Pub/Sub refuses the pull for good (the subscription does not exist, permission denied).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("gcppubsub", handle, "")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "gcppubsub", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 	sub := s.c.Subscriber(s.cfg.Subscription)
 	sub.ReceiveSettings.MaxOutstandingMessages = s.cfg.Concurrency
 	if s.cfg.MaxExtension > 0 {

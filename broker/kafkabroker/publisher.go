@@ -91,10 +91,7 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 
 // Close makes Publish return ErrClosed from now on. It leaves the client open: close it yourself once the
 // relay has stopped.
-func (p *Publisher) Close() error {
-	p.closed.Close()
-	return nil
-}
+func (p *Publisher) Close() error { return p.closed.Close() }
 
 // txnID reports whether cl was given a transactional ID.
 func txnID(cl *kgo.Client) (string, bool) {
@@ -128,16 +125,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	answered := make([]bool, len(batch))
 	results := make(chan result, len(batch)) // promises must never block
 	pending := 0
-	for i, rec := range batch {
-		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("kafkabroker: message %s not published: %w", rec.ID, err)
-			continue
-		}
-		r, err := p.record(rec)
-		if err != nil {
-			errs[i] = postbox.Permanent(err)
-			continue
-		}
+	for i, r := range adapterkit.Messages(ctx, "kafkabroker", batch, errs, p.record) {
 		pending++
 		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- result{i, err} })
 	}

@@ -122,14 +122,11 @@ func NewSubscriber(cfg *SubscriberConfig) (*Subscriber, error) {
 // members at once. It returns an error when the client cannot be made from the options, or when the cluster
 // refuses this consumer (authentication or authorization failed, the client was closed).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("kafkabroker", handle, "")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "kafkabroker", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 	r := newRun(ctx, s, handle)
 	topics := make([]string, len(s.cfg.Topics))
 	for i, t := range s.cfg.Topics {

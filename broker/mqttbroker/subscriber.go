@@ -218,14 +218,11 @@ func (s *Subscriber) DeleteSession(ctx context.Context) error {
 // acknowledgements to be sent, disconnects (keeping the session) and returns nil. It returns an error when the
 // server refuses the client's credentials or its subscriptions.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("mqttbroker", handle, "a second connection with its ClientID would take its session over")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "mqttbroker", handle, "a second connection with its ClientID would take its session over")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 	r := newReceiver(ctx, s, handle)
 	defer r.stopLanes()
 	return r.run()

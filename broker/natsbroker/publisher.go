@@ -59,10 +59,7 @@ func NewPublisher(js jetstream.JetStream, cfg *PublisherConfig) (*Publisher, err
 
 // Close makes Publish return ErrClosed from now on. It leaves the connection open: close it yourself once the
 // relay has stopped.
-func (p *Publisher) Close() error {
-	p.closed.Close()
-	return nil
-}
+func (p *Publisher) Close() error { return p.closed.Close() }
 
 // Publish sends every record with an asynchronous publish, then waits for each publish ack. A record JetStream
 // acknowledged as a duplicate (its ID seen within the stream's Duplicates window) counts as published. It returns
@@ -74,16 +71,8 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	}
 	errs := make([]error, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
-	for i, rec := range batch {
-		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("natsbroker: not published: %w", err)
-			continue
-		}
-		msg, err := p.message(rec)
-		if err != nil {
-			errs[i] = postbox.Permanent(err)
-			continue
-		}
+	for i, msg := range adapterkit.Messages(ctx, "natsbroker", batch, errs, p.message) {
+		rec := batch[i]
 		f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.ID))
 		if err != nil {
 			errs[i] = classify(rec, err)

@@ -88,14 +88,11 @@ func NewSubscriber(cons jetstream.Consumer, cfg *SubscriberConfig) (*Subscriber,
 // the running handlers and returns nil. It returns an error when the consumer is deleted or the connection is
 // closed.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("natsbroker", handle, "")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "natsbroker", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(s.cfg.Prefetch)}
 	if s.cfg.PullExpiry > 0 {
 		opts = append(opts, jetstream.PullExpiry(s.cfg.PullExpiry))

@@ -98,10 +98,7 @@ func NewPublisher(rdb redis.Cmdable, cfg *PublisherConfig) (*Publisher, error) {
 
 // Close makes Publish return ErrClosed from now on. It leaves the client open: close it yourself once the relay
 // has stopped.
-func (p *Publisher) Close() error {
-	p.closed.Close()
-	return nil
-}
+func (p *Publisher) Close() error { return p.closed.Close() }
 
 // Publish adds every record to its stream in one pipeline and returns nil when Redis stored them all, and
 // otherwise a *postbox.BatchError with each record's result. Redis does not deduplicate: a record published

@@ -157,14 +157,11 @@ func consumerName() string {
 // nothing is pending for it. It returns an error when a group or stream is missing (deleted, or never made with
 // EnsureGroup) or Redis refuses the credentials or the command.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	done, err := s.running.Start("redisstream", handle, "")
-	if err != nil {
-		return err
+	done, err := s.running.Start(ctx, "redisstream", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
 	defer done()
-	if ctx.Err() != nil {
-		return nil
-	}
 	r := newRun(s, handle)
 	err = r.run(ctx)
 	s.forget()

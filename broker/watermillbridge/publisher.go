@@ -69,10 +69,7 @@ func NewPublisher(pub message.Publisher, cfg *PublisherConfig) (*Publisher, erro
 
 // Close makes Publish return ErrClosed from now on. It leaves the watermill publisher open: close it yourself
 // once the relay has stopped.
-func (p *Publisher) Close() error {
-	p.closed.Close()
-	return nil
-}
+func (p *Publisher) Close() error { return p.closed.Close() }
 
 // Publish publishes each record to its topic with its own watermill Publish call, the message's context set to
 // ctx (watermill publishers that honour a message's context then stop at ctx's deadline). It returns nil when

@@ -1,6 +1,7 @@
 package adapterkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -11,9 +12,11 @@ import (
 // Running lets one Receive run at a time on a subscriber. The zero value is ready.
 type Running struct{ on atomic.Bool }
 
-// Start checks handle and marks a Receive as running; call done when it returns. pkg is the adapter's package
-// name and busy says why a second Receive cannot run (empty for "make one subscriber per Receive").
-func (r *Running) Start(pkg string, handle broker.DeliveryHandler, busy string) (done func(), err error) {
+// Start is how Receive starts: it checks handle and marks a Receive as running, returning done for Receive to
+// call when it returns. A nil done means Receive returns err at once: the call is refused (err says why), or
+// ctx has already ended (err is nil). pkg is the adapter's package name and busy says why a second Receive
+// cannot run (empty for "make one subscriber per Receive").
+func (r *Running) Start(ctx context.Context, pkg string, handle broker.DeliveryHandler, busy string) (done func(), err error) {
 	if handle == nil {
 		return nil, fmt.Errorf("%s: Receive needs a handler; wrap yours with broker.AckAfter", pkg)
 	}
@@ -23,14 +26,22 @@ func (r *Running) Start(pkg string, handle broker.DeliveryHandler, busy string) 
 	if !r.on.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("%s: Receive is already running on this subscriber; %s", pkg, busy)
 	}
+	if ctx.Err() != nil {
+		r.on.Store(false)
+		return nil, nil
+	}
 	return func() { r.on.Store(false) }, nil
 }
 
 // Closed is a publisher's closed flag. The zero value is open.
 type Closed struct{ on atomic.Bool }
 
-// Close marks the publisher closed and reports whether it was open.
-func (c *Closed) Close() bool { return c.on.CompareAndSwap(false, true) }
+// Close marks the publisher closed. It returns nil, so that a publisher with nothing else to release can return
+// it from its own Close.
+func (c *Closed) Close() error {
+	c.on.Store(true)
+	return nil
+}
 
 // Skip is how Publish starts: it reports whether there is nothing to publish, with errClosed once Close was
 // called, and with nil for an empty batch.
