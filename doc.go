@@ -32,4 +32,29 @@
 // A failed publish is retried with exponential backoff and jitter; after RelayConfig.MaxAttempts, or at once for
 // an error wrapped with Permanent, the message is parked as dead with its last error. Operators list, retry and
 // purge dead messages with ListDead, RetryDead and PurgeDead, and watch Stats.
+//
+// # Consume
+//
+// On the receiving side, the inbox makes each message's effects happen once although brokers deliver at least
+// once. A Handler does its writes on the transaction it is given and returns the messages to enqueue in it.
+// Process begins a transaction, claims the message ID for the consumer in the inbox table, runs the handler,
+// enqueues what it returned, and commits; a message claimed before is a Duplicate and the handler does not run.
+// It returns a Result whose Outcome says how to settle the message with the broker: ack Processed, Duplicate and
+// Failed, nack Retry, reject Rejected (a message that can never be processed).
+//
+//	res, err := postbox.Process(ctx, client, "billing", m, func(ctx context.Context, tx pgx.Tx, m postbox.Message) ([]postbox.Message, error) {
+//		// business writes on tx; the messages returned are enqueued in the same transaction
+//		return []postbox.Message{{Topic: "payments", Key: m.Key, Type: "payment.charged", Payload: body}}, nil
+//	})
+//
+// broker.Consume does that for every message a broker.Subscriber delivers, and settles each delivery by its
+// outcome; it blocks until ctx is cancelled:
+//
+//	consumer, err := postbox.NewConsumer(client, "billing", &postbox.ConsumerConfig{MaxFailures: 5})
+//	err = broker.Consume(ctx, sub, consumer, handle, nil)
+//
+// A Consumer adds a failure policy (give up on a message after MaxFailures, optionally to a dead-letter topic),
+// caps on what a delivered message may carry, and an inbox scoped by source; its documentation states what the
+// inbox trusts. JSONHandler decodes a JSON payload into a command type, ignoring fields the type does not know,
+// and encodes the events the command handler returns.
 package postbox

@@ -83,15 +83,11 @@ func TestTraceContextThroughNATS(t *testing.T) {
 			done <- err
 			return
 		}
-		h := postboxotel.ProcessMiddleware(tp, "billing")(billing.Middleware()(postbox.TxHandler(
-			func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
-				received <- m
-				return nil, nil
-			})))
-		done <- sub.Receive(rctx, broker.AckAfter(func(ctx context.Context, m postbox.Message) error {
-			_, err := h(ctx, m)
-			return err
-		}))
+		h := postboxotel.WrapHandler(tp, "billing", func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
+			received <- m
+			return nil, nil
+		})
+		done <- broker.Consume(rctx, sub, billing, h, nil)
 	}()
 	select {
 	case <-received:

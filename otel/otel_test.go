@@ -45,7 +45,7 @@ func newClient(t *testing.T, cfg *postbox.Config) *postbox.Client[*sql.Tx] {
 func attr(attrs []attribute.KeyValue, key string) string {
 	for _, a := range attrs {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

@@ -15,6 +15,7 @@ fuzzers=(
 	". ./broker FuzzCloudEventsDecode"
 	". ./jsonschema FuzzSchema"
 	"broker/webhook . FuzzVerify"
+	"broker/webhook . FuzzVerifierHeaders"
 	"cmd/postbox ./internal/cli FuzzRedactURL"
 	"cmd/postbox ./internal/cli FuzzMatchTopic"
 	"cmd/postbox ./internal/cli FuzzConfigFile"

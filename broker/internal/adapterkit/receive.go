@@ -18,7 +18,7 @@ type Running struct{ on atomic.Bool }
 // cannot run (empty for "make one subscriber per Receive").
 func (r *Running) Start(ctx context.Context, pkg string, handle broker.DeliveryHandler, busy string) (done func(), err error) {
 	if handle == nil {
-		return nil, fmt.Errorf("%s: Receive needs a handler; wrap yours with broker.AckAfter", pkg)
+		return nil, fmt.Errorf("%s: Receive needs a handler; to process through the inbox, use broker.Consume", pkg)
 	}
 	if busy == "" {
 		busy = "make one subscriber per Receive"

@@ -120,6 +120,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "carrier-pigeon://coop"}, "unknown or unsupported broker; this build supports "},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--route", "orders"}, "write PATTERN=URL"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/in"}, "needs --webhook-secret"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/in", "--webhook-secret", "k3y-k3y"}, "--webhook-secret: webhook: invalid secret: the secret is 7 bytes long; use at least 24"},
+		{env("POSTBOX_WEBHOOK_SECRET", "whsec_!!notbase64"), []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/in"}, "POSTBOX_WEBHOOK_SECRET: webhook: invalid secret: the part after whsec_ is not standard base64"},
+		{env("POSTBOX_WEBHOOK_SECRET", "whsec_c2hvcnQ="), []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/in"}, "the whsec_ secret decodes to 5 bytes"},
+		{env("POSTBOX_WEBHOOK_SECRET", "k3y-k3y-k3y-k3y-k3y-k3y-k3y"), []string{"relay", "--db", "sqlite:x.db", "--broker", "https://{topic}.hooks.example/in"}, "would let a topic choose the server"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?streem=X"}, `unknown parameter "streem"`},
 		{nil, []string{"status", "--db", "sqlite:x.db", "--log-level", "loud"}, "--log-level"},
 		{nil, []string{"status", "--db", "sqlite:x.db", "--table", "drop table"}, "not a valid identifier"},
@@ -163,9 +167,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?key_in_subject=maybe"}, "is not true or false"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?stream=X"}, "set stream and subjects together"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:x"}, "takes no address"},
-		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "http://", "--webhook-secret", "k3y-k3y"}, "has no host"},
-		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/{topc}", "--webhook-secret", "k3y-k3y"}, "the only placeholder"},
-		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/a b%zz", "--webhook-secret", "k3y-k3y"}, "invalid URL escape"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "http://", "--webhook-secret", "k3y-k3y-k3y-k3y-k3y-k3y-k3y"}, "has no host"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/{topc}", "--webhook-secret", "k3y-k3y-k3y-k3y-k3y-k3y-k3y"}, "the only placeholder"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "https://hooks.example/a b%zz", "--webhook-secret", "k3y-k3y-k3y-k3y-k3y-k3y-k3y"}, "invalid URL escape"},
 	}
 	dir := t.TempDir()
 	for _, c := range cases {

@@ -52,7 +52,10 @@ characters, dots included), or to --broker when none matches. Broker URLs:
       dial_timeout, read_timeout and pool_size, go in the query too.
   http://host/path, https://host/path
       a webhook: each message is POSTed in the CloudEvents HTTP binary mode, signed with --webhook-secret
-      (Standard Webhooks headers). {topic} in the URL is replaced by the message's topic.
+      (Standard Webhooks headers, plus Postbox-Signature over the topic, type, key and headers). {topic} in
+      the path or query is replaced by the message's topic, escaped. The secret is whsec_ and base64, as
+      Standard Webhooks receivers take it, or other text of 24 bytes or more used as it is. Give it in
+      POSTBOX_WEBHOOK_SECRET or the config file: on the command line, other users see it in ps.
   stdout:
       one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
 
@@ -74,7 +77,7 @@ invalid payload) is parked as dead at once instead of being published.
 		"postbox relay --db postgres://localhost/app --broker 'kafka://relay:secret@kafka-1:9092,kafka-2:9092?sasl=scram-sha-512&tls=true'",
 		"postbox relay --db postgres://localhost/app --broker amqp://relay:secret@rabbit:5672/shop --route 'iot.*=mqtt://mosquitto:1883'",
 		"PUBSUB_EMULATOR_HOST=localhost:8085 postbox relay --db sqlite:app.db --broker pubsub://my-project",
-		"postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}' --webhook-secret \"$SECRET\"",
+		"POSTBOX_WEBHOOK_SECRET=whsec_... postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}'",
 		"postbox relay --config /etc/postbox.yaml",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
@@ -86,7 +89,9 @@ invalid payload) is parked as dead at once instead of being published.
 		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
 		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as :9090")
 		f.String(&ro.source, "source", "", "postbox", "URI", "CloudEvents source of published messages")
-		f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET", "key signing http(s) webhook requests (Standard Webhooks); never printed").secretValue = true
+		webhookSecret := f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET",
+			"key signing http(s) webhook requests: whsec_<base64> or text of 24+ bytes; never printed; prefer the environment variable, since ps shows flags")
+		webhookSecret.secretValue = true
 		f.Int(&ro.cfg.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one claim takes")
 		f.Int(&ro.cfg.Workers, "workers", postbox.DefaultWorkers, "concurrent claim-publish-settle loops")
 		f.Duration(&ro.cfg.PollInterval, "poll-interval", postbox.DefaultPollInterval, "how long an idle worker waits before claiming again")
@@ -101,6 +106,7 @@ invalid payload) is parked as dead at once instead of being published.
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
 			}
+			ro.webhookSecretFrom = webhookSecret.from
 			return runRelay(ctx, rt, o, ro)
 		}
 	},
@@ -109,6 +115,7 @@ invalid payload) is parked as dead at once instead of being published.
 type relayOptions struct {
 	broker, http, source string
 	webhookSecret        string
+	webhookSecretFrom    string
 	routes               []string
 	cfg                  postbox.RelayConfig
 }
@@ -123,7 +130,12 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		return err
 	}
 	defer db.Close()
-	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes, brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret})
+	if ro.webhookSecretFrom == "--webhook-secret" {
+		rt.log.Warn("--webhook-secret on the command line is visible to other users of this machine (ps, /proc); " +
+			"set POSTBOX_WEBHOOK_SECRET or the config file's webhook-secret key instead")
+	}
+	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes,
+		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom})
 	if err != nil {
 		return err
 	}
