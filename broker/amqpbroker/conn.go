@@ -111,18 +111,3 @@ func fatal(err error) bool {
 	var e *amqp.Error
 	return errors.As(err, &e) && (e.Code == amqp.AccessRefused || e.Code == amqp.NotFound)
 }
-
-// backoff spaces connection attempts: min, then doubling with jitter up to max.
-type backoff struct {
-	min, max time.Duration
-	failures int
-}
-
-func (b *backoff) reset() { b.failures = 0 }
-
-// next records a failure and returns how long to wait before the next attempt.
-func (b *backoff) next() time.Duration {
-	d := adapterkit.Delay(b.min, b.max, b.failures) // TODO(backoff)
-	b.failures++
-	return d
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/internal/adapterkit"
+	"github.com/postbox-go/postbox/internal/backoff"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -52,7 +53,7 @@ type Publisher struct {
 	conn    *amqp.Connection
 	ch      *confirmChannel
 	blocked string // why RabbitMQ blocks this connection's publishers; "" when it does not
-	retry   backoff
+	retry   backoff.Backoff
 	retryAt time.Time // no connection attempt before this, after a failure
 	lastErr error     // of the last failed attempt
 
@@ -84,7 +85,7 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 		ce:         broker.CloudEvents{Prefix: broker.PrefixAMQP, Source: c.Source},
 		log:        c.Logger,
 		connecting: make(chan struct{}, 1),
-		retry:      backoff{min: c.MinReconnectDelay, max: c.MaxReconnectDelay},
+		retry:      backoff.Backoff{Base: c.MinReconnectDelay, Max: c.MaxReconnectDelay},
 	}, nil
 }
 
@@ -167,10 +168,10 @@ func (p *Publisher) channel(ctx context.Context) (*confirmChannel, error) {
 	defer p.mu.Unlock()
 	if err != nil {
 		p.lastErr = err
-		p.retryAt = time.Now().Add(p.retry.next())
+		p.retryAt = time.Now().Add(p.retry.Next())
 		return nil, fmt.Errorf("amqpbroker: %w", err)
 	}
-	p.retry.reset()
+	p.retry.Reset()
 	if p.closed {
 		_ = ch.ch.Close()
 		return nil, ErrClosed

@@ -12,6 +12,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/internal/adapterkit"
+	"github.com/postbox-go/postbox/internal/backoff"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -109,7 +110,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 		}
 	}()
 
-	retry := backoff{min: s.cfg.MinReconnectDelay, max: s.cfg.MaxReconnectDelay}
+	retry := backoff.Backoff{Base: s.cfg.MinReconnectDelay, Max: s.cfg.MaxReconnectDelay}
 	for {
 		var err error
 		if conn != nil {
@@ -125,7 +126,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 		if fatal(err) {
 			return fmt.Errorf("amqpbroker: consume queue %q: %w", s.cfg.Queue, err)
 		}
-		wait := retry.next()
+		wait := retry.Next()
 		s.log.WarnContext(ctx, "amqpbroker: consumer lost its connection; reconnecting", "queue", s.cfg.Queue,
 			"err", err, "retry_in", wait)
 		if !adapterkit.Sleep(ctx, wait) {
@@ -136,7 +137,7 @@ func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler)
 
 // consume opens a channel on conn and dispatches its deliveries to the lanes until ctx ends or the channel
 // closes. It resets retry once consuming started.
-func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes *broker.Lanes[*broker.Delivery], delays *delayer, retry *backoff) error {
+func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes *broker.Lanes[*broker.Delivery], delays *delayer, retry *backoff.Backoff) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func (s *Subscriber) consume(ctx context.Context, conn *amqp.Connection, lanes *
 	if err != nil {
 		return err
 	}
-	retry.reset()
+	retry.Reset()
 	for {
 		var msg amqp.Delivery
 		var ok bool

@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/internal/adapterkit"
+	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Defaults for ConnConfig.
@@ -107,7 +108,7 @@ func (c ConnConfig) clientConfig(u *url.URL, s session, cb func(*autopaho.Client
 	cfg.TlsCfg = c.TLS
 	cfg.KeepAlive = uint16(max(c.KeepAlive/time.Second, 1)) // 0 would turn keep-alive off
 	cfg.ConnectTimeout = c.ConnectTimeout
-	cfg.ReconnectBackoff = backoff(c.MinReconnectDelay, c.MaxReconnectDelay)
+	cfg.ReconnectBackoff = reconnectDelay(c.MinReconnectDelay, c.MaxReconnectDelay)
 	if c.Username != "" {
 		cfg.ConnectUsername = c.Username
 	}
@@ -128,14 +129,14 @@ func (c ConnConfig) clientConfig(u *url.URL, s session, cb func(*autopaho.Client
 	return cfg
 }
 
-// backoff is the wait before connection attempt n: none before the first, then min doubling with jitter up to
-// max.
-func backoff(minDelay, maxDelay time.Duration) autopaho.Backoff {
+// reconnectDelay is the wait before connection attempt n: none before the first, then the project's backoff
+// from min to max.
+func reconnectDelay(minDelay, maxDelay time.Duration) autopaho.Backoff {
 	return func(attempt int) time.Duration {
 		if attempt <= 0 {
 			return 0
 		}
-		return adapterkit.Delay(minDelay, maxDelay, attempt-1) // TODO(backoff)
+		return backoff.Delay(minDelay, maxDelay, attempt)
 	}
 }
 

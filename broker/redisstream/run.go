@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
+	"github.com/postbox-go/postbox/internal/backoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -77,7 +79,7 @@ func (r *run) readLoop(ctx context.Context) {
 	for range s.streams {
 		args.Streams = append(args.Streams, ">")
 	}
-	wait := minRetryWait
+	wait := backoff.Backoff{Base: minRetryWait, Max: maxRetryWait}
 	for ctx.Err() == nil {
 		res, err := s.rdb.XReadGroup(ctx, args).Result()
 		switch {
@@ -89,7 +91,7 @@ func (r *run) readLoop(ctx context.Context) {
 			}
 			continue
 		}
-		wait = minRetryWait
+		wait.Reset()
 		for _, xs := range res {
 			r.deliver(ctx, xs.Stream, xs.Messages, nil)
 		}
@@ -103,7 +105,7 @@ func (r *run) claimLoop(ctx context.Context) {
 	cursors := make(map[string]string, len(s.streams))
 	t := time.NewTimer(0)
 	defer t.Stop()
-	wait := minRetryWait
+	wait := backoff.Backoff{Base: minRetryWait, Max: maxRetryWait}
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,7 +122,7 @@ func (r *run) claimLoop(ctx context.Context) {
 				}
 				continue
 			}
-			wait = minRetryWait
+			wait.Reset()
 			more = more || m
 		}
 		if more {
@@ -174,7 +176,7 @@ func (r *run) attempts(ctx context.Context, stream string, msgs []redis.XMessage
 
 // retry handles a loop's Redis error: it stops the run on a fatal one, and otherwise logs it and waits before
 // the next try. It reports whether the loop should go on.
-func (r *run) retry(ctx context.Context, op string, err error, wait *time.Duration) bool {
+func (r *run) retry(ctx context.Context, op string, err error, wait *backoff.Backoff) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -188,16 +190,9 @@ func (r *run) retry(ctx context.Context, op string, err error, wait *time.Durati
 			s.cfg.Consumer, s.cfg.Group, hint, err))
 		return false
 	}
-	s.log.WarnContext(ctx, "redisstream: Redis error; retrying", "op", op, "group", s.cfg.Group, "retry_in", *wait, "err", err)
-	t := time.NewTimer(*wait)
-	defer t.Stop()
-	*wait = min(2**wait, maxRetryWait)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	d := wait.Next()
+	s.log.WarnContext(ctx, "redisstream: Redis error; retrying", "op", op, "group", s.cfg.Group, "retry_in", d, "err", err)
+	return adapterkit.Sleep(ctx, d)
 }
 
 // deliver hands msgs to the lanes in order. Entries that are not Postbox messages are acknowledged and dropped.
