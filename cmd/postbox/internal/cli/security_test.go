@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // deadAndPending fills tg with two pending messages (delayed an hour) and two dead ones (no route matches their
@@ -149,5 +154,76 @@ func TestMySQLUnsafeCharsetsRefused(t *testing.T) {
 		if _, err := mysqlConfig("mysql://app@db/shop?" + q); err != nil {
 			t.Errorf("?%s: %v", q, err)
 		}
+	}
+}
+
+// pingCounter is a database whose Ping only counts.
+type pingCounter struct {
+	database
+	pings atomic.Int64
+}
+
+func (p *pingCounter) Ping(context.Context) error { p.pings.Add(1); return nil }
+
+// TestReadyzCachesItsChecks: however many requests /readyz gets, the database and each broker are pinged once per
+// period, and the answer names brokers without their users or hosts, and without error texts that would.
+func TestReadyzCachesItsChecks(t *testing.T) {
+	db := &pingCounter{}
+	var brokerPings atomic.Int64
+	broker := &brokerConn{name: "nats://relayuser:xxxxx@nats.internal.example:4222", ping: func(context.Context) error {
+		brokerPings.Add(1)
+		return errors.New("dial tcp nats.internal.example:4222: user relayuser refused")
+	}}
+	var log strings.Builder
+	ready := newReadiness(db, &router{fallback: broker}, slog.New(slog.NewTextHandler(&log, nil)))
+	now := time.Unix(1_700_000_000, 0)
+	ready.now = func() time.Time { return now }
+	srv := httptest.NewServer(relayHandler(ready, &relayMetrics{handler: http.NotFoundHandler()}))
+	defer srv.Close()
+	get := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for range 20 {
+		code, body := get()
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"name":"broker 1 (nats)","ok":false`) {
+			t.Fatalf("/readyz = %d %s", code, body)
+		}
+		for _, leak := range []string{"relayuser", "nats.internal.example", "4222"} {
+			if strings.Contains(body, leak) {
+				t.Fatalf("/readyz shows %q: %s", leak, body)
+			}
+		}
+	}
+	if db.pings.Load() != 1 || brokerPings.Load() != 1 {
+		t.Fatalf("20 requests within the period pinged the database %d times and the broker %d times; want once each",
+			db.pings.Load(), brokerPings.Load())
+	}
+	if !strings.Contains(log.String(), "nats.internal.example:4222: user relayuser refused") {
+		t.Errorf("the log lacks the broker's error:\n%s", log.String())
+	}
+	now = now.Add(readyzTTL)
+	get()
+	if db.pings.Load() != 2 || brokerPings.Load() != 2 {
+		t.Fatalf("after the period: %d database and %d broker pings; want 2 each", db.pings.Load(), brokerPings.Load())
+	}
+}
+
+// TestHTTPServerTimeouts: the relay's HTTP server cuts off slow and idle clients.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newHTTPServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Fatalf("server timeouts: read header %v, read %v, write %v, idle %v; want all set",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+	}
+	r := run(t, nil, "relay", "--help")
+	if strings.Contains(r.stdout+r.stderr, "--http :") || !strings.Contains(r.stdout+r.stderr, "--http 127.0.0.1:9090") {
+		t.Errorf("relay --help binds every interface in its examples:\n%s", r.stdout+r.stderr)
 	}
 }
