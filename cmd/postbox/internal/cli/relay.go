@@ -23,9 +23,11 @@ you like on one database: claims skip rows another relay holds.
 Each message goes to the broker of the first --route whose pattern matches its topic ('*' matches any run of
 characters, dots included), or to --broker when none matches. Broker URLs:
 
-  nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true]
+  nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&tls=true&ca_file=PATH]
       NATS JetStream; the message ID is the Nats-Msg-Id, so JetStream drops republished duplicates. With stream
       and subjects the relay creates or updates that stream at start-up; otherwise the streams must exist.
+      nats:// uses TLS only when the server offers it; tls://host:4222, tls=true or ca_file (certificates to
+      trust, PEM) require it.
   kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
       Kafka, with franz-go's idempotent producer: a record on topic P + topic, keyed by the message key, with
       the message ID in the ce_id header. A user and password log in with SASL (sasl=plain by default,
