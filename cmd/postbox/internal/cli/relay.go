@@ -181,6 +181,14 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
 		"workers", cfg.Workers, "batch_size", cfg.BatchSize)
 
+	routeURLs := make([]string, 0, len(ro.routes))
+	for _, v := range ro.routes {
+		if _, u, err := parseRoute(v); err == nil {
+			routeURLs = append(routeURLs, u)
+		}
+	}
+	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
+
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	relayDone := make(chan error, 1)

@@ -227,3 +227,55 @@ func TestHTTPServerTimeouts(t *testing.T) {
 		t.Errorf("relay --help binds every interface in its examples:\n%s", r.stdout+r.stderr)
 	}
 }
+
+// TestPlaintextWarning: the relay warns when its database may be reached in plain text on another host, and is
+// quiet when TLS is required or the host is this machine.
+func TestPlaintextWarning(t *testing.T) {
+	for raw, want := range map[string]string{
+		"postgres://app@db.internal:5432/shop":                "db.internal",
+		"postgres://app@db.internal:5432/shop?sslmode=prefer": "db.internal",
+		"postgres://app@10.0.0.7/shop?sslmode=disable":        "10.0.0.7",
+		"postgres://app@db.internal/shop?sslmode=require":     "",
+		"postgres://app@db.internal/shop?sslmode=verify-full": "",
+		"postgres://app@127.0.0.1/shop?sslmode=disable":       "",
+		"postgres://app@localhost/shop":                       "",
+		"postgres://app@[::1]/shop?sslmode=disable":           "",
+		"mysql://app@db.internal:3306/shop":                   "db.internal",
+		"mysql://app@db.internal:3306/shop?tls=preferred":     "db.internal",
+		"mysql://app@db.internal:3306/shop?tls=true":          "",
+		"mysql://app@127.0.0.1:3306/shop":                     "",
+		"mysql://app@/shop?socket=/run/mysqld/mysqld.sock":    "",
+		"sqlite:/var/lib/app.db":                              "",
+	} {
+		if got, _ := plaintextDB(raw); got != want {
+			t.Errorf("plaintextDB(%s) = %q; want %q", raw, got, want)
+		}
+	}
+	for raw, want := range map[string]string{
+		"nats://nats.internal:4222":                  "nats.internal",
+		"nats://127.0.0.1:4222,nats-2.internal:4222": "nats-2.internal",
+		"nats://nats.internal:4222?tls=true":         "",
+		"tls://nats.internal:4222":                   "",
+		"nats://localhost:4222":                      "",
+		"amqp://guest:guest@rabbit.internal:5672/":   "rabbit.internal",
+		"amqps://guest:guest@rabbit.internal/":       "",
+		"redis://:pw@cache.internal:6379/0":          "cache.internal",
+		"kafka://k1.internal:9092,k2:9092":           "k1.internal",
+		"kafka://k1.internal:9092?tls=true":          "",
+		"http://hooks.internal/in":                   "hooks.internal",
+		"https://hooks.internal/in":                  "",
+		"stdout:":                                    "",
+	} {
+		if got, _ := plaintextBroker(raw); got != want {
+			t.Errorf("plaintextBroker(%s) = %q; want %q", raw, got, want)
+		}
+	}
+	_, stderr, stop := background(t, nil, "relay", "--db", "postgres://postbox:pw-Secret@192.0.2.1:5432/app?connect_timeout=1",
+		"--broker", "stdout:", "--poll-interval", "50ms")
+	eventually(t, "the relay's start", func() bool { return strings.Contains(stderr.String(), "relay started") })
+	r := stop()
+	if !strings.Contains(r.stderr, "the database connection may be plain text to a remote host") ||
+		!strings.Contains(r.stderr, "host=192.0.2.1") || strings.Contains(r.stderr, "pw-Secret") {
+		t.Errorf("relay log:\n%s", r.stderr)
+	}
+}
