@@ -246,28 +246,26 @@ func TestPlaintextWarning(t *testing.T) {
 		"mysql://app@127.0.0.1:3306/shop":                     "",
 		"mysql://app@/shop?socket=/run/mysqld/mysqld.sock":    "",
 		"sqlite:/var/lib/app.db":                              "",
+		"nats://nats.internal:4222":                           "nats.internal",
+		"nats://127.0.0.1:4222,nats-2.internal:4222":          "nats-2.internal",
+		"nats://nats.internal:4222?tls=true":                  "",
+		"tls://nats.internal:4222":                            "",
+		"nats://localhost:4222":                               "",
+		"amqp://guest:guest@rabbit.internal:5672/":            "rabbit.internal",
+		"amqps://guest:guest@rabbit.internal/":                "",
+		"redis://:pw@cache.internal:6379/0":                   "cache.internal",
+		"kafka://k1.internal:9092,k2:9092":                    "k1.internal",
+		"kafka://k1.internal:9092?tls=true":                   "",
+		"http://hooks.internal/in":                            "hooks.internal",
+		"https://hooks.internal/in":                           "",
+		"stdout:":                                             "",
 	} {
-		if got, _ := plaintextDB(raw); got != want {
-			t.Errorf("plaintextDB(%s) = %q; want %q", raw, got, want)
+		check := plaintextBroker
+		if s := dbScheme(raw); s == "postgres" || s == "mysql" || s == "sqlite" {
+			check = plaintextDB
 		}
-	}
-	for raw, want := range map[string]string{
-		"nats://nats.internal:4222":                  "nats.internal",
-		"nats://127.0.0.1:4222,nats-2.internal:4222": "nats-2.internal",
-		"nats://nats.internal:4222?tls=true":         "",
-		"tls://nats.internal:4222":                   "",
-		"nats://localhost:4222":                      "",
-		"amqp://guest:guest@rabbit.internal:5672/":   "rabbit.internal",
-		"amqps://guest:guest@rabbit.internal/":       "",
-		"redis://:pw@cache.internal:6379/0":          "cache.internal",
-		"kafka://k1.internal:9092,k2:9092":           "k1.internal",
-		"kafka://k1.internal:9092?tls=true":          "",
-		"http://hooks.internal/in":                   "hooks.internal",
-		"https://hooks.internal/in":                  "",
-		"stdout:":                                    "",
-	} {
-		if got, _ := plaintextBroker(raw); got != want {
-			t.Errorf("plaintextBroker(%s) = %q; want %q", raw, got, want)
+		if got, _ := check(raw); got != want {
+			t.Errorf("plaintext host of %s = %q; want %q", raw, got, want)
 		}
 	}
 	_, stderr, stop := background(t, nil, "relay", "--db", "postgres://postbox:pw-Secret@192.0.2.1:5432/app?connect_timeout=1",
