@@ -36,9 +36,10 @@ type readiness struct {
 	now     func() time.Time
 	log     *slog.Logger
 
-	mu   sync.Mutex // held through a check, so that requests arriving meanwhile wait for its result
-	at   time.Time
-	last []check
+	mu     sync.Mutex // held through a check, so that requests arriving meanwhile wait for its result
+	at     time.Time
+	last   []check
+	logged []string // the error last logged for each pinger, so that a lasting failure is logged once
 }
 
 func newReadiness(db database, rtr *router, log *slog.Logger) *readiness {
@@ -48,6 +49,7 @@ func newReadiness(db database, rtr *router, log *slog.Logger) *readiness {
 		scheme, _, _ := strings.Cut(c.name, ":")
 		r.pingers = append(r.pingers, pinger{name: fmt.Sprintf("broker %d (%s)", i+1, scheme), logName: c.name, ping: c.ping})
 	}
+	r.logged = make([]string, len(r.pingers))
 	return r
 }
 
@@ -62,6 +64,7 @@ func (r *readiness) get(ctx context.Context) []check {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyzTimeout)
 	defer cancel()
 	checks := make([]check, len(r.pingers))
+	errs := make([]string, len(r.pingers))
 	var wg sync.WaitGroup
 	for i, p := range r.pingers {
 		checks[i] = check{Name: p.name, OK: true}
@@ -71,11 +74,20 @@ func (r *readiness) get(ctx context.Context) []check {
 		wg.Go(func() {
 			if err := p.ping(ctx); err != nil {
 				checks[i] = check{Name: p.name, Error: "not ready; the reason is logged"}
-				r.log.Warn("readiness check failed", "check", p.logName, "err", err)
+				errs[i] = err.Error()
 			}
 		})
 	}
 	wg.Wait()
+	for i, p := range r.pingers {
+		switch {
+		case errs[i] != "" && errs[i] != r.logged[i]:
+			r.log.Warn("readiness check failed", "check", p.logName, "err", errs[i])
+		case errs[i] == "" && r.logged[i] != "":
+			r.log.Info("readiness check passes again", "check", p.logName)
+		}
+		r.logged[i] = errs[i]
+	}
 	r.last, r.at = checks, r.now()
 	return checks
 }
