@@ -177,7 +177,7 @@ func newLogger(w io.Writer, c *commonOptions) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(jsonEscaper{w}, opts)), nil
 	default:
 		return nil, usageErrorf("--log-format %q: use text or json", c.logFormat)
 	}

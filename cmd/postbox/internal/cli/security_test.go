@@ -137,6 +137,15 @@ func TestPrintable(t *testing.T) {
 	if got := b.String(); got != `{"t":"a\u009bb\u202ec\u001b"}`+"\n" || json.Unmarshal([]byte(got), &back) != nil || back["t"] != "a\u009bb\u202ec\x1b" {
 		t.Errorf("writeJSON = %q; want the controls as \\u escapes, reading back the same", got)
 	}
+	var logged strings.Builder
+	log, err := newLogger(&logged, &commonOptions{logLevel: "info", logFormat: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Warn("publish failed", "err", "webhook answered \u009b2J\u202eexe")
+	if strings.ContainsFunc(logged.String(), func(r rune) bool { return r != '\n' && unsafeRune(r) }) {
+		t.Errorf("the JSON log has a raw control character: %q", logged.String())
+	}
 }
 
 // TestMySQLUnsafeCharsetsRefused: every way a URL can choose the connection's character set is checked while the

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -78,4 +79,14 @@ func escapeJSON(b []byte) []byte {
 		b = b[size:]
 	}
 	return out
+}
+
+// jsonEscaper writes JSON through escapeJSON. The JSON log handler writes one whole record per Write.
+type jsonEscaper struct{ w io.Writer }
+
+func (j jsonEscaper) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(escapeJSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
