@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,11 +71,20 @@ accident.`,
 				return err
 			}
 			defer db.Close()
+			// refused names the flag of a refused filter.
+			refused := func(err error) error {
+				for _, id := range ids {
+					if errors.Is(err, postbox.ErrInvalidConfig) && strings.Contains(err.Error(), strconv.Quote(id)) {
+						return usageErrorf("--id %s: %v", printable(id), err)
+					}
+				}
+				return invalidAsUsage(err)
+			}
 			switch action {
 			case "list":
 				recs, err := db.ListDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				if asJSON {
 					out := make([]deadJSON, len(recs))
@@ -99,13 +109,13 @@ accident.`,
 			case "retry":
 				n, err := db.RetryDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				return report(rt, asJSON, "retried", n)
 			default:
 				n, err := db.PurgeDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				return report(rt, asJSON, "purged", n)
 			}
