@@ -31,7 +31,7 @@ type RelayConfig struct {
 	BatchSize int
 	// Workers is the number of claim-publish-settle loops in this relay. Each holds one database connection
 	// while it publishes. With two, one worker claims and settles while the other waits for the broker's acks.
-	// Default: DefaultWorkers (2), or 1 in ordered mode.
+	// Default: DefaultWorkers (2), or 1 for an ordered client (Config.Ordered).
 	Workers int
 	// PollInterval is how often an idle worker looks for messages when no wake-up comes: it is the latency bound
 	// without LISTEN, and the backstop with it. An idle worker looks with one cheap statement, and claims only
@@ -65,17 +65,9 @@ type RelayConfig struct {
 	// Logger receives the relay's logs. Default: the client's logger.
 	Logger *slog.Logger
 
-	// Ordered publishes the messages of each key one at a time, in enqueue order: a message is claimed only when
-	// no earlier message with its key is pending, so a failing message holds back its own key and no other. Keys
-	// are spread over workers and relays; messages with an empty key are not ordered. Enqueue order is commit
-	// order only when the application serialises the transactions of one key, as it does by locking the
-	// aggregate's row. A claim walks pending messages in ID order until it has BatchSize heads of keys; when
-	// fewer heads are free to claim, because there are few keys or other workers and relays hold them, it walks
-	// the whole backlog. Keep BatchSize at most the number of busy keys divided by the number of ordered workers
-	// on the table (one per relay by default). The table set needs Config.Ordered. Default: false.
-	Ordered bool
-	// DeadHoldsKey, in ordered mode, keeps a dead message's key blocked until an operator retries or purges it.
-	// Default: false, a dead message releases its key.
+	// DeadHoldsKey, in ordered mode (Config.Ordered), keeps a dead message's key blocked until an operator
+	// retries or purges it. NewRelay refuses it for a client that is not ordered. Default: false, a dead message
+	// releases its key.
 	DeadHoldsKey bool
 	// DisableListen stops the relay from listening for the wake-ups that clients send when they enqueue
 	// (PostgreSQL LISTEN through pgxv5), so it finds messages by polling alone. Set it behind a connection pooler
@@ -98,10 +90,6 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 		out = *c
 	}
 	setDefault(&out.BatchSize, DefaultBatchSize)
-	if out.Workers == 0 && out.Ordered {
-		// A second worker would hold heads of keys that the first must scan past: see RelayConfig.Ordered.
-		out.Workers = 1
-	}
 	setDefault(&out.Workers, DefaultWorkers)
 	setDefault(&out.PollInterval, DefaultPollInterval)
 	setDefault(&out.PublishTimeout, DefaultPublishTimeout)
@@ -138,9 +126,6 @@ func (c RelayConfig) validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("%w: RelayConfig.%s is negative; use a positive value or 0 for the default", ErrInvalidConfig, p.name)
 		}
-	}
-	if c.DeadHoldsKey && !c.Ordered {
-		return fmt.Errorf("%w: RelayConfig.DeadHoldsKey is set without Ordered; it applies to ordered mode only", ErrInvalidConfig)
 	}
 	if c.BackoffMax < c.BackoffBase {
 		return fmt.Errorf("%w: RelayConfig.BackoffMax (%v) is below BackoffBase (%v)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)

@@ -12,10 +12,10 @@ import (
 // maxListenRetry caps the delay between attempts to listen again after the listening connection failed.
 const maxListenRetry = 30 * time.Second
 
-// claim claims the next batch, in per-key order when the relay is ordered.
-func (r *Relay[TTx]) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
-	if r.cfg.Ordered {
-		return r.client.store.(driver.OrderedClaimer).ClaimOrdered(ctx, p, r.cfg.DeadHoldsKey)
+// claim claims the next batch, in per-key order when the client is ordered.
+func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
+	if r.client.ordered != nil {
+		return r.client.ordered.ClaimOrdered(ctx, p, r.cfg.DeadHoldsKey)
 	}
 	return r.client.store.Claim(ctx, p)
 }
@@ -25,8 +25,8 @@ func (r *Relay[TTx]) claim(ctx context.Context, p driver.ClaimParams) (driver.Cl
 // less often, up to PollInterval: a transaction that enqueued without a wake-up of its own (within a client's
 // NotifyInterval of another) and committed after the last claim is found within milliseconds, not at the next
 // poll. Where the store can peek, a look is one statement instead of a claim's transaction.
-func (r *Relay[TTx]) idle(ctx context.Context, warm bool) bool {
-	peeker, _ := r.client.store.(driver.Peeker)
+func (r *Relay) idle(ctx context.Context, warm bool) bool {
+	peeker := r.client.peeker
 	delay := r.cfg.PollInterval
 	if warm && peeker != nil {
 		delay = min(4*r.cfg.RecheckDelay, r.cfg.PollInterval)
@@ -54,7 +54,7 @@ func (r *Relay[TTx]) idle(ctx context.Context, warm bool) bool {
 
 // listen keeps a listening connection open while ctx lasts and turns each notification into a wake-up. When the
 // connection fails the relay goes on polling, and listens again after a backoff.
-func (r *Relay[TTx]) listen(ctx context.Context, l driver.Listener) {
+func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 	channel := r.client.cfg.names().Channel()
 	retry := r.cfg.PollInterval
 	ready := func() {

@@ -47,7 +47,7 @@ func TestEnqueueRefusesC1AndBidiControls(t *testing.T) {
 			"key":    {Topic: ok.Topic, Type: ok.Type, Key: bad},
 			"header": {Topic: ok.Topic, Type: ok.Type, Headers: map[string]string{"tenant": bad}},
 		} {
-			if err := c.Enqueue(context.Background(), struct{}{}, m); !errors.Is(err, ErrInvalidMessage) {
+			if _, err := c.Enqueue(context.Background(), struct{}{}, m); !errors.Is(err, ErrInvalidMessage) {
 				t.Errorf("%s %q: Enqueue = %v; want ErrInvalidMessage", field, bad, err)
 			}
 		}
@@ -56,7 +56,7 @@ func TestEnqueueRefusesC1AndBidiControls(t *testing.T) {
 		t.Fatalf("%d refused messages written", inserted)
 	}
 	// Right-to-left text itself is fine.
-	if err := c.Enqueue(context.Background(), struct{}{}, Message{Topic: "orders", Type: "x", Key: "עברית"}); err != nil {
+	if _, err := c.Enqueue(context.Background(), struct{}{}, Message{Topic: "orders", Type: "x", Key: "עברית"}); err != nil {
 		t.Fatalf("a Hebrew key was refused: %v", err)
 	}
 }

@@ -99,7 +99,7 @@ func messages(n int, topic string) []postbox.Message {
 }
 
 // relay returns a relay with a short poll interval for tests.
-func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher, cfg *postbox.RelayConfig) *postbox.Relay[TTx] {
+func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher, cfg *postbox.RelayConfig) *postbox.Relay {
 	t.Helper()
 	if cfg == nil {
 		cfg = &postbox.RelayConfig{}
@@ -115,7 +115,7 @@ func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher,
 }
 
 // drain runs r.RunOnce until a claim comes back empty and returns how many records it claimed in all.
-func drain[TTx any](t *testing.T, r *postbox.Relay[TTx]) int {
+func drain(t *testing.T, r *postbox.Relay) int {
 	t.Helper()
 	total := 0
 	for {

@@ -121,7 +121,8 @@ func ExerciseLeastPrivilege[TTx any](t *testing.T, r Roles[TTx]) {
 	denied("the application deleting outbox rows", err)
 	for name, c := range map[string]*postbox.Client[TTx]{"the relay": relayC, "the maintainer": maint} {
 		err := c.InTx(ctx, func(ctx context.Context, tx TTx) error {
-			return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "forged"})
+			_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "forged"})
+			return err
 		})
 		denied(name+" enqueuing", err)
 	}

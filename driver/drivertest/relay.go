@@ -296,7 +296,7 @@ func testConcurrentRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	rec := &postboxtest.Recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var rs []*postbox.Relay[TTx]
+	var rs []*postbox.Relay
 	for range relays {
 		// Each relay has its own client and connections, as it would in its own process.
 		rc, err := postbox.NewClient(newDriver(t), ptr(c.Config()))

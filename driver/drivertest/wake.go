@@ -115,7 +115,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 }
 
 // run starts r in the background and returns a function that stops it and waits for Run to return.
-func run[TTx any](t *testing.T, r *postbox.Relay[TTx]) (stop func()) {
+func run(t *testing.T, r *postbox.Relay) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -136,7 +136,7 @@ func run[TTx any](t *testing.T, r *postbox.Relay[TTx]) (stop func()) {
 }
 
 // waitListening waits until r listens for wake-ups, so that no notification the test sends is lost.
-func waitListening[TTx any](t *testing.T, r *postbox.Relay[TTx]) {
+func waitListening(t *testing.T, r *postbox.Relay) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !r.Stats().Listening {

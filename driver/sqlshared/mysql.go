@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/internal/uuid"
 )
 
 // mysqlSchema is the SQL for the table set's schema on MySQL: the configured one (the first argument), or else the
@@ -56,17 +57,7 @@ func (d Dialect) idDest() (func() string, any) {
 		if len(b) != 16 {
 			return hex.EncodeToString(b)
 		}
-		var out [36]byte
-		hex.Encode(out[0:8], b[0:4])
-		out[8] = '-'
-		hex.Encode(out[9:13], b[4:6])
-		out[13] = '-'
-		hex.Encode(out[14:18], b[6:8])
-		out[18] = '-'
-		hex.Encode(out[19:23], b[8:10])
-		out[23] = '-'
-		hex.Encode(out[24:], b[10:])
-		return string(out[:])
+		return uuid.Format([16]byte(b))
 	}, &b
 }
 

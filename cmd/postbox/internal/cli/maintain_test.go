@@ -125,9 +125,7 @@ func testPartitions(t *testing.T, tg target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := relay.(interface {
-		RunOnce(context.Context) (int, error)
-	}).RunOnce(ctx); err != nil || n != 1 {
+	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("relay RunOnce = %d, %v", n, err)
 	}
 	clock.Advance(2 * 24 * time.Hour)
