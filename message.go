@@ -98,12 +98,16 @@ func checkText(field, s string, required bool, max int) error {
 	case !utf8.ValidString(s):
 		return invalid("%s %q is not valid UTF-8", field, s)
 	case strings.ContainsFunc(s, isControl):
-		return invalid("%s %q contains a control character", field, s)
+		return invalid("%s %q contains a control character or a bidirectional override", field, s)
 	}
 	return nil
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports the characters a terminal or a text viewer may act on instead of showing: C0 and C1 controls,
+// DEL, and the bidirectional embeddings, overrides and isolates that make text read differently from its bytes.
+func isControl(r rune) bool {
+	return r < 0x20 || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
 
 // validHeaderName: an HTTP token without the characters brokers disagree on, so the header survives every wire.
 func validHeaderName(s string) bool {

@@ -3,7 +3,9 @@ package postbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postbox-go/postbox/driver"
 )
@@ -77,8 +79,25 @@ func (c *Client[TTx]) checkFilter(f *DeadFilter) error {
 	return nil
 }
 
+// checkFilterText refuses a dead-letter filter topic that Enqueue would refuse as a topic: a filter is an
+// operator's input and travels to the database, where some drivers escape it themselves.
+func checkFilterText(f DeadFilter) error {
+	switch {
+	case len(f.Topic) > MaxTopicLen:
+		return fmt.Errorf("%w: dead-letter filter: topic is %d bytes; the limit is %d", ErrInvalidConfig, len(f.Topic), MaxTopicLen)
+	case !utf8.ValidString(f.Topic):
+		return fmt.Errorf("%w: dead-letter filter: topic %q is not valid UTF-8", ErrInvalidConfig, f.Topic)
+	case strings.ContainsFunc(f.Topic, isControl):
+		return fmt.Errorf("%w: dead-letter filter: topic %q contains a control character or a bidirectional override", ErrInvalidConfig, f.Topic)
+	}
+	return nil
+}
+
 // ListDead returns the dead messages f selects, oldest first, with their attempts and last error.
 func (c *Client[TTx]) ListDead(ctx context.Context, f DeadFilter) ([]Record, error) {
+	if err := checkFilterText(f); err != nil {
+		return nil, err
+	}
 	if err := c.checkFilter(&f); err != nil {
 		return nil, err
 	}
@@ -92,6 +111,9 @@ func (c *Client[TTx]) ListDead(ctx context.Context, f DeadFilter) ([]Record, err
 // RetryDead makes the dead messages f selects pending again, at once and with their attempts reset, and returns
 // how many it revived. Their last error is kept until they are published.
 func (c *Client[TTx]) RetryDead(ctx context.Context, f DeadFilter) (int64, error) {
+	if err := checkFilterText(f); err != nil {
+		return 0, err
+	}
 	if err := c.checkFilter(&f); err != nil {
 		return 0, err
 	}
@@ -104,6 +126,9 @@ func (c *Client[TTx]) RetryDead(ctx context.Context, f DeadFilter) (int64, error
 
 // PurgeDead deletes the dead messages f selects and returns how many it deleted.
 func (c *Client[TTx]) PurgeDead(ctx context.Context, f DeadFilter) (int64, error) {
+	if err := checkFilterText(f); err != nil {
+		return 0, err
+	}
 	if err := c.checkFilter(&f); err != nil {
 		return 0, err
 	}

@@ -107,7 +107,7 @@ func (j *jsonLines) Publish(ctx context.Context, batch []postbox.Record) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, err := io.WriteString(j.w, b.String())
+	_, err := j.w.Write(escapeJSON([]byte(b.String())))
 	return err
 }
 

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,14 +18,20 @@ import (
 	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 )
 
-func init() { brokerSchemes["nats"] = openNATS }
+func init() {
+	brokerSchemes["nats"] = openNATS
+	brokerSchemes["tls"] = openNATS // NATS's own scheme for a connection that must use TLS
+}
 
-var natsParams = []string{"stream", "subjects", "key_in_subject", "name"}
+var natsParams = []string{"stream", "subjects", "key_in_subject", "name", "tls", "ca_file"}
 
 // openNATS returns a JetStream publisher for
 //
-//	nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&name=CLIENT]
+//	nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&name=CLIENT&tls=true&ca_file=PATH]
+//	tls://[user:pass@]host:4222[,...][?...]
 //
+// nats:// uses TLS when the server asks for it, which a man in the middle can deny; tls://, tls=true or ca_file
+// require TLS on every server, verified against the system roots or the certificates in ca_file.
 // Without stream the streams must exist already (a subject no stream covers cannot be published to). With
 // stream and subjects, the relay creates or updates that stream at start-up. The connection retries in the
 // background, so a relay started before NATS publishes once NATS is up; /readyz reports it until then.
@@ -61,12 +69,17 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 	if name == "" {
 		name = "postbox-relay"
 	}
-	nc, err := nats.Connect(servers, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				rt.log.Warn("NATS disconnected; reconnecting", "broker", RedactURL(raw), "err", err)
 			}
-		}))
+		})}
+	tlsOpts, err := natsTLS(raw, q)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(servers, append(opts, tlsOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", RedactURL(raw), err)
 	}
@@ -109,4 +122,35 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 			return nil
 		},
 	}, nil
+}
+
+// natsTLS returns the options requiring TLS that a NATS URL asks for: the tls:// scheme, tls=true, or ca_file=PATH
+// (a PEM file of the certificates to trust instead of the system roots).
+func natsTLS(raw string, q url.Values) ([]nats.Option, error) {
+	required := strings.HasPrefix(strings.ToLower(raw), "tls:")
+	if v := q.Get("tls"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, usageErrorf("broker %s: tls=%q is not true or false", RedactURL(raw), v)
+		}
+		if !on && required {
+			return nil, usageErrorf("broker %s: a tls:// URL always uses TLS; drop tls=false", RedactURL(raw))
+		}
+		required = required || on
+	}
+	ca := q.Get("ca_file")
+	if ca != "" {
+		if _, err := os.Stat(ca); err != nil {
+			return nil, usageErrorf("broker %s: ca_file: %v", RedactURL(raw), err)
+		}
+	}
+	if !required && ca == "" {
+		return nil, nil
+	}
+	// Secure first: it replaces the TLS configuration that RootCAs then adds the certificates to.
+	opts := []nats.Option{nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12})}
+	if ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
+	}
+	return opts, nil
 }

@@ -157,13 +157,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	case isUsage(err):
 		return usageFailed(stderr, c, err)
 	default:
-		fmt.Fprintf(stderr, "postbox %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "postbox %s: %s\n", c.name, printableLines(err.Error()))
 		return ExitFailure
 	}
 }
 
 func usageFailed(w io.Writer, c *command, err error) int {
-	fmt.Fprintf(w, "postbox %s: %v\nRun 'postbox %s --help' for usage.\n", c.name, err, c.name)
+	fmt.Fprintf(w, "postbox %s: %s\nRun 'postbox %s --help' for usage.\n", c.name, printableLines(err.Error()), c.name)
 	return ExitUsage
 }
 
@@ -177,7 +177,7 @@ func newLogger(w io.Writer, c *commonOptions) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(jsonEscaper{w}, opts)), nil
 	default:
 		return nil, usageErrorf("--log-format %q: use text or json", c.logFormat)
 	}

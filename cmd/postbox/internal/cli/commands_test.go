@@ -131,7 +131,7 @@ events:
 	}
 	mustContain(t, "dead list", ok("dead", "list", "--topic", "payments").stdout, sent["id"], "payment.taken", "not in the registry")
 	mustContain(t, "dead list of another topic", ok("dead", "list", "--topic", "orders").stdout, "no dead messages")
-	if r := run(t, nil, tg.args("dead", "retry", "--id", "not-a-uuid")...); r.code != ExitUsage {
+	if r := run(t, nil, tg.args("dead", "retry", "--id", "not-a-uuid")...); r.code != ExitUsage || !strings.Contains(r.stderr, "--id not-a-uuid") {
 		t.Errorf("dead retry with a malformed ID: exit %d, %s", r.code, r.stderr)
 	}
 	mustContain(t, "dead retry", ok("dead", "retry", "--id", sent["id"]).stdout, "retried 1 dead message(s)")

@@ -151,6 +151,10 @@ func openDatabase(ctx context.Context, raw string, cfg *postbox.Config) (databas
 		if strings.Contains(raw, "@tcp(") || strings.Contains(raw, "@unix(") {
 			return nil, usageErrorf("--db %s: this is a go-sql-driver DSN; write it as a URL, mysql://user:pass@host:3306/database", RedactURL(raw))
 		}
+		if !strings.Contains(raw, ":") && strings.Contains(raw, "=") {
+			return nil, usageErrorf("--db %s: this is a keyword/value connection string; write it as a URL, postgres://user:pass@host:5432/database",
+				RedactURL(raw))
+		}
 		return nil, usageErrorf("--db %s: unknown database; use %s", RedactURL(raw), dbURLForms)
 	}
 }

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"database/sql"
+	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -63,6 +66,9 @@ func mysqlConfig(raw string) (*mysql.Config, error) {
 	if !q.Has("interpolateParams") {
 		q.Set("interpolateParams", "true")
 	}
+	if err := checkMySQLCharsets(q); err != nil {
+		return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
+	}
 
 	netw, addr := "tcp", u.Host
 	switch {
@@ -85,6 +91,40 @@ func mysqlConfig(raw string) (*mysql.Config, error) {
 	cfg.Passwd, _ = u.User.Password()
 	cfg.DBName = dbName
 	return cfg, nil
+}
+
+// mysqlSafeCharsets are the character sets in which no multibyte character has a backslash (0x5c) or a quote as
+// a later byte. With interpolateParams the driver escapes values itself, assuming such a character set; in gbk,
+// big5, sjis, cp932 or gb18030 the byte before an escaping backslash can swallow it, and the quote it escaped
+// ends the string: "dead purge --topic $'x\xbf\x27 OR 1=1 -- '" would delete every row.
+var mysqlSafeCharsets = []string{"utf8mb4", "utf8mb3", "utf8", "latin1", "ascii", "binary"}
+
+// checkMySQLCharsets refuses, when the driver interpolates parameters, a charset, a collation or a session
+// variable choosing a character set outside mysqlSafeCharsets.
+func checkMySQLCharsets(q url.Values) error {
+	if on, err := strconv.ParseBool(q.Get("interpolateParams")); err != nil || !on {
+		return nil // the driver refuses a malformed value itself; prepared statements send values apart from SQL
+	}
+	safe := func(name string) bool {
+		name = strings.ToLower(strings.Trim(strings.TrimSpace(name), "'\""))
+		if cs, _, ok := strings.Cut(name, "_"); ok && name != "binary" {
+			name = cs // a collation: its character set comes first
+		}
+		return slices.Contains(mysqlSafeCharsets, name)
+	}
+	for k, vs := range q {
+		lk := strings.ToLower(k)
+		if lk != "charset" && lk != "collation" && !strings.HasPrefix(lk, "character_set_") && !strings.HasPrefix(lk, "collation_") {
+			continue
+		}
+		for _, v := range strings.Split(vs[0], ",") {
+			if !safe(v) {
+				return fmt.Errorf("%s=%s: with interpolated parameters a multibyte character set such as this one can undo "+
+					"the escaping of values (SQL injection); use charset=utf8mb4, or add interpolateParams=false", k, vs[0])
+			}
+		}
+	}
+	return nil
 }
 
 // scrubURLError returns the reason of a url.Parse error without the URL it quotes, which may hold a password.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,6 +51,14 @@ accident.`,
 			if action != "list" && action != "retry" && action != "purge" {
 				return usageErrorf("unknown dead action %q: use list, retry or purge", action)
 			}
+			if err := checkFlagText("--topic", topic); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if err := checkFlagText("--id", id); err != nil {
+					return err
+				}
+			}
 			filter := postbox.DeadFilter{Topic: topic, IDs: ids, All: all, Limit: limit}
 			if filter.Empty() {
 				if action != "list" {
@@ -62,11 +71,20 @@ accident.`,
 				return err
 			}
 			defer db.Close()
+			// refused names the flag of a refused filter.
+			refused := func(err error) error {
+				for _, id := range ids {
+					if errors.Is(err, postbox.ErrInvalidConfig) && strings.Contains(err.Error(), strconv.Quote(id)) {
+						return usageErrorf("--id %s: %v", printable(id), err)
+					}
+				}
+				return invalidAsUsage(err)
+			}
 			switch action {
 			case "list":
 				recs, err := db.ListDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				if asJSON {
 					out := make([]deadJSON, len(recs))
@@ -82,20 +100,22 @@ accident.`,
 				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tTOPIC\tTYPE\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
 				for _, r := range recs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Topic, r.Type, r.Key, r.Attempts,
-						r.CreatedAt.UTC().Format(time.RFC3339), oneLine(r.LastError, 240))
+					// Every column but the times and counts is text from the database: a broker's error in
+					// last_error, or a row written by another program, may hold terminal escapes.
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(r.ID), printable(r.Topic), printable(r.Type),
+						printable(r.Key), r.Attempts, r.CreatedAt.UTC().Format(time.RFC3339), printable(oneLine(r.LastError, 240)))
 				}
 				return tw.Flush()
 			case "retry":
 				n, err := db.RetryDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				return report(rt, asJSON, "retried", n)
 			default:
 				n, err := db.PurgeDead(ctx, filter)
 				if err != nil {
-					return invalidAsUsage(err)
+					return refused(err)
 				}
 				return report(rt, asJSON, "purged", n)
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzRedactURL: RedactURL never panics, and the password and secret query values of a URL never survive it,
@@ -129,6 +131,35 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		if _, err := fc.registry(); err != nil && !isUsage(err) {
 			t.Fatalf("a bad events registry gave %v, not a usage error", err)
+		}
+	})
+}
+
+// FuzzPrintable: whatever a database row holds, what the CLI prints of it is valid UTF-8 without a character a
+// terminal acts on, and JSON output with the same characters escaped reads back as the same text.
+func FuzzPrintable(f *testing.F) {
+	f.Add("orders")
+	f.Add("\x1b]0;owned\x07\x1b[2J\u009b31m\u202egnp.exe")
+	f.Add("bad\xbf\x27 OR 1=1 -- ")
+	f.Fuzz(func(t *testing.T, s string) {
+		p := printable(s)
+		if !utf8.ValidString(p) || strings.ContainsFunc(p, unsafeRune) {
+			t.Fatalf("printable(%q) = %q", s, p)
+		}
+		var b strings.Builder
+		if err := writeJSON(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsFunc(strings.TrimSuffix(b.String(), "\n"), unsafeRune) {
+			t.Fatalf("writeJSON(%q) = %q", s, b.String())
+		}
+		plain, _ := json.Marshal(s)
+		var back, want string
+		if err := json.Unmarshal(plain, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(b.String()), &back); err != nil || back != want {
+			t.Fatalf("writeJSON(%q) = %q reads back as %q, %v; want %q", s, b.String(), back, err, want)
 		}
 	})
 }

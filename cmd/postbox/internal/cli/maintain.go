@@ -303,7 +303,7 @@ func (r partitionReport) String() string {
 		if len(s) == 0 {
 			return "none"
 		}
-		return strings.Join(s, " ")
+		return printable(strings.Join(s, " ")) // partition names are read from the catalog
 	}
 	out := fmt.Sprintf("created: %s\ndropped: %s\ninbox created: %s\ninbox dropped: %s",
 		list(r.Created), list(r.Dropped), list(r.InboxCreated), list(r.InboxDropped))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,7 +80,7 @@ to existing tables too.`,
 					} else {
 						pending++
 					}
-					fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, s.Name, applied)
+					fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, printable(s.Name), applied)
 				}
 				tw.Flush()
 				if pending > 0 {
@@ -218,7 +219,7 @@ waited: a growing age means no relay is keeping up.`,
 			tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nTOPIC\tPENDING\tDEAD\tOLDEST PENDING")
 			for _, t := range s.Topics {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Dead, age(t.OldestPending, now))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", printable(t.Topic), t.Pending, t.Dead, age(t.OldestPending, now))
 			}
 			return tw.Flush()
 		}
@@ -269,8 +270,14 @@ func statusJSON(s postbox.Stats, now time.Time) status {
 	return out
 }
 
+// writeJSON writes v as one line of JSON, with the characters a terminal may act on escaped.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(b.Bytes()))
+	return err
 }

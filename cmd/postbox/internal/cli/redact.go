@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,31 @@ var sensitiveParams = []string{"password", "pass", "passwd", "pwd", "secret", "t
 
 func isSensitive(param string) bool {
 	return slices.Contains(sensitiveParams, strings.ToLower(param))
+}
+
+// keywordSecret finds a secret in a keyword/value connection string, libpq's "host=db password='p w'" or
+// "Server=db;Password=pw": the value of a sensitive keyword, quoted or up to the next space or semicolon.
+var keywordSecret = regexp.MustCompile(`(?i)(?:^|[\s;])(?:` + strings.Join(sensitiveParams, "|") +
+	`)\s*=\s*('(?:[^'\\]|\\.)*'?|[^\s;]*)`)
+
+// keywordSecrets returns the bounds of every secret value in a keyword/value connection string.
+func keywordSecrets(raw string) [][2]int {
+	var out [][2]int
+	for _, m := range keywordSecret.FindAllStringSubmatchIndex(raw, -1) {
+		if m[3] > m[2] {
+			out = append(out, [2]int{m[2], m[3]})
+		}
+	}
+	return out
+}
+
+// redactKeywords replaces every secret value of a keyword/value connection string.
+func redactKeywords(raw string) string {
+	spans := keywordSecrets(raw)
+	for i := len(spans) - 1; i >= 0; i-- {
+		raw = raw[:spans[i][0]] + redacted + raw[spans[i][1]:]
+	}
+	return raw
 }
 
 // unparsedPassword finds the password of a URL or DSN that net/url cannot parse ("scheme://user:PASSWORD@host",
@@ -54,6 +80,7 @@ func parseURL(raw string) (*url.URL, bool) {
 func RedactURL(raw string) string {
 	u, ok := parseURL(raw)
 	if !ok {
+		raw = redactKeywords(raw)
 		if lo, hi, ok := unparsedPassword(raw); ok {
 			return raw[:lo] + redacted + raw[hi:]
 		}
@@ -104,6 +131,14 @@ func urlSecrets(raw string) []string {
 		if lo, hi, ok := unparsedPassword(raw); ok {
 			add(raw[lo:hi])
 		}
+		for _, sp := range keywordSecrets(raw) {
+			v := raw[sp[0]:sp[1]]
+			add(v)
+			if unq := strings.Trim(v, "'"); unq != v {
+				add(unq)
+				add(strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(unq))
+			}
+		}
 		return out
 	}
 	if p, ok := u.User.Password(); ok {
@@ -122,34 +157,29 @@ func urlSecrets(raw string) []string {
 	return out
 }
 
-// minScrubLen is the shortest secret scrubbed from free text. Shorter secrets would turn ordinary words into
-// xxxxx; URLs are still redacted structurally whatever their password's length.
+// minScrubLen is the shortest secret scrubbed wherever it appears in free text. A shorter one is scrubbed where it
+// stands as a word of its own (between characters that are not letters or digits), since replacing it inside
+// words would mangle every line; URLs are redacted structurally whatever their password's length.
 const minScrubLen = 4
 
 // secrets collects the secrets of every URL a command was given and scrubs them from text written to stderr,
 // where logs and errors go, so that a driver's error quoting a connection string cannot leak a password.
 type secrets struct {
 	mu   sync.RWMutex
-	list []string
+	list []string // longest first, so that a secret containing another is replaced whole
 }
 
 func (s *secrets) addURL(raw string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, v := range urlSecrets(raw) {
-		if len(v) >= minScrubLen && !slices.Contains(s.list, v) {
-			s.list = append(s.list, v)
-		}
+		s.add(v)
 	}
-	// Longest first, so that a secret containing another is replaced whole.
-	slices.SortFunc(s.list, func(a, b string) int { return len(b) - len(a) })
 }
 
 // add records a secret value, such as a signing key.
 func (s *secrets) add(v string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(v) >= minScrubLen && !slices.Contains(s.list, v) {
+	if v != "" && !slices.Contains(s.list, v) {
 		s.list = append(s.list, v)
 		slices.SortFunc(s.list, func(a, b string) int { return len(b) - len(a) })
 	}
@@ -160,9 +190,39 @@ func (s *secrets) scrub(text string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, v := range s.list {
-		text = strings.ReplaceAll(text, v, redacted)
+		if len(v) >= minScrubLen {
+			text = strings.ReplaceAll(text, v, redacted)
+		} else {
+			text = replaceWord(text, v)
+		}
 	}
 	return text
+}
+
+// replaceWord replaces v in text where no letter or digit touches it on either side.
+func replaceWord(text, v string) string {
+	var b strings.Builder
+	done := 0 // text[:done] is in b
+	for from := 0; ; {
+		i := strings.Index(text[from:], v)
+		if i < 0 {
+			b.WriteString(text[done:])
+			return b.String()
+		}
+		i += from
+		end := i + len(v)
+		if (i == 0 || !isWordByte(text[i-1])) && (end == len(text) || !isWordByte(text[end])) {
+			b.WriteString(text[done:i])
+			b.WriteString(redacted)
+			done, from = end, end
+		} else {
+			from = i + 1
+		}
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
 // scrubWriter writes through s.scrub. Each Write is scrubbed on its own; the CLI's logger and error printer write

@@ -17,6 +17,9 @@ func TestRedactURL(t *testing.T) {
 		"stdout:":                                           "stdout:",
 		"postgres://u:p%ZZ@host/db":                         "postgres://u:xxxxx@host/db",
 		"redis://:hunter22@cache:6379/0":                    "redis://:xxxxx@cache:6379/0",
+		"host=db user=app password=s3cret dbname=shop":      "host=db user=app password=xxxxx dbname=shop",
+		"host=db password = 'p w\\' x' sslmode=require":     "host=db password = xxxxx sslmode=require",
+		"Server=db;User=app;Password=s3cret;Database=shop":  "Server=db;User=app;Password=xxxxx;Database=shop",
 	}
 	for in, want := range cases {
 		if got := RedactURL(in); got != want {
@@ -29,16 +32,20 @@ func TestSecretsScrubEveryForm(t *testing.T) {
 	var s secrets
 	s.addURL("amqp://guest:gu@st!x@rabbit:5672/")
 	s.addURL("postgres://app:p%40ss%2Fword@db/app?password=other-secret")
-	s.addURL("redis://:abc@cache") // too short to scrub from free text
-	text := `dial gu@st!x failed; auth p@ss/word and p%40ss%2Fword rejected; other-secret; abc`
+	s.addURL("redis://:abc@cache") // short: scrubbed as a word of its own, not inside words
+	s.addURL("host=db password='kw s3cret' user=app")
+	text := `dial gu@st!x failed; auth p@ss/word and p%40ss%2Fword rejected; other-secret; abc; password=abc; the cabbage abcde`
 	got := s.scrub(text)
-	for _, leak := range []string{"gu@st!x", "p@ss/word", "p%40ss%2Fword", "other-secret"} {
+	for _, leak := range []string{"gu@st!x", "p@ss/word", "p%40ss%2Fword", "other-secret", "; abc;", "=abc;"} {
 		if strings.Contains(got, leak) {
 			t.Errorf("scrub left %q in %q", leak, got)
 		}
 	}
-	if !strings.Contains(got, "abc") {
-		t.Errorf("a secret shorter than %d characters was scrubbed from free text: %q", minScrubLen, got)
+	if !strings.Contains(got, "the cabbage abcde") {
+		t.Errorf("a secret shorter than %d characters was scrubbed inside words: %q", minScrubLen, got)
+	}
+	if got := s.scrub("connect: password authentication failed for kw s3cret"); strings.Contains(got, "kw s3cret") {
+		t.Errorf("scrub left a keyword-style password: %q", got)
 	}
 }
 
@@ -61,6 +68,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"relay", "--db", db, "--broker", "redis://relay:" + password + "@127.0.0.1:port/"},
 		// A real server refusing the password, and a closed port.
 		{"status", "--db", "mysql://root:" + password + "@127.0.0.1:3306/test"},
+		// A keyword/value connection string, which the CLI does not take, and a password too short to scrub inside words.
+		{"status", "--db", "host=127.0.0.1 port=1 user=postbox password=" + password + " dbname=app"},
+		{"status", "--db", "host=127.0.0.1 user=postbox password='" + password + "' dbname=app"},
 		{"migrate", "up", "--db", "mysql://postbox:" + password + "@127.0.0.1:1/app?timeout=2s", "--log-level", "debug"},
 	} {
 		r := run(t, nil, args...)

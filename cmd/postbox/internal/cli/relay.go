@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/postbox-go/postbox"
@@ -24,9 +23,11 @@ you like on one database: claims skip rows another relay holds.
 Each message goes to the broker of the first --route whose pattern matches its topic ('*' matches any run of
 characters, dots included), or to --broker when none matches. Broker URLs:
 
-  nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true]
+  nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&tls=true&ca_file=PATH]
       NATS JetStream; the message ID is the Nats-Msg-Id, so JetStream drops republished duplicates. With stream
       and subjects the relay creates or updates that stream at start-up; otherwise the streams must exist.
+      nats:// uses TLS only when the server offers it; tls://host:4222, tls=true or ca_file (certificates to
+      trust, PEM) require it.
   kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
       Kafka, with franz-go's idempotent producer: a record on topic P + topic, keyed by the message key, with
       the message ID in the ce_id header. A user and password log in with SASL (sasl=plain by default,
@@ -60,7 +61,8 @@ characters, dots included), or to --broker when none matches. Broker URLs:
       one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
 
 With --http, the relay serves /healthz (the process is up), /readyz (the database and every broker answer;
-503 otherwise) and /metrics, OpenTelemetry metrics in the Prometheus format:
+503 otherwise; checked at most every 2s, with the reasons in the log) and /metrics, OpenTelemetry metrics in the
+Prometheus format. None of them asks for credentials: bind a loopback or private address, such as 127.0.0.1:9090.
 
 ` + metricsHelp + `
 
@@ -76,7 +78,7 @@ invalid payload) is parked as dead at once instead of being published.
 		"postbox relay --db postgres://postbox@localhost/app --broker nats://localhost:4222",
 		"postbox relay --db postgres://localhost/app --broker nats://localhost:4222 --route 'audit.*=stdout:'",
 		"postbox relay --db sqlite:app.db --broker 'nats://localhost:4222?stream=ORDERS&subjects=orders.>'",
-		"postbox relay --db sqlite:app.db --broker stdout: --http :9090",
+		"postbox relay --db sqlite:app.db --broker stdout: --http 127.0.0.1:9090",
 		"postbox relay --db mysql://relay:secret@db:3306/shop --broker 'redis://:secret@cache:6379/0?stream_prefix=shop:&maxlen=1000000'",
 		"postbox relay --db postgres://localhost/app --broker 'kafka://relay:secret@kafka-1:9092,kafka-2:9092?sasl=scram-sha-512&tls=true'",
 		"postbox relay --db postgres://localhost/app --broker amqp://relay:secret@rabbit:5672/shop --route 'iot.*=mqtt://mosquitto:1883'",
@@ -92,7 +94,7 @@ invalid payload) is parked as dead at once instead of being published.
 		addDBFlags(f, &o)
 		f.URL(&ro.broker, "broker", "b", "default broker URL, for topics no --route matches")
 		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
-		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as :9090")
+		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as 127.0.0.1:9090")
 		f.String(&ro.source, "source", "", "postbox", "URI", "CloudEvents source of published messages")
 		webhookSecret := f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET",
 			"key signing http(s) webhook requests: whsec_<base64> or text of 24+ bytes; never printed; prefer the environment variable, since ps shows flags")
@@ -200,7 +202,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", ro.http, err)
 		}
-		srv = &http.Server{Handler: relayHandler(db, rtr, metrics, rt.secrets), ReadHeaderTimeout: 10 * time.Second}
+		srv = newHTTPServer(relayHandler(newReadiness(db, rtr, rt.log), metrics))
 		go func() { serveErr <- srv.Serve(ln) }()
 		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
 	}
@@ -218,6 +220,14 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
 		"workers", workers, "batch_size", cfg.BatchSize, "ordered", o.ordered)
+
+	routeURLs := make([]string, 0, len(ro.routes))
+	for _, v := range ro.routes {
+		if _, u, err := parseRoute(v); err == nil {
+			routeURLs = append(routeURLs, u)
+		}
+	}
+	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -253,58 +263,35 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 }
 
 // relayHandler serves the relay's health, readiness and metrics.
-func relayHandler(db database, rtr *router, m *relayMetrics, sec *secrets) http.Handler {
+func relayHandler(ready *readiness, m *relayMetrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		checks := readiness(ctx, db, rtr)
-		for i := range checks {
-			checks[i].Error = sec.scrub(checks[i].Error)
-		}
-		ready := true
+		checks := ready.get(r.Context())
+		ok := true
 		for _, c := range checks {
-			ready = ready && c.OK
+			ok = ok && c.OK
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if !ready {
+		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		writeJSON(w, map[string]any{"ready": ready, "checks": checks})
+		writeJSON(w, map[string]any{"ready": ok, "checks": checks})
 	})
 	mux.Handle("GET /metrics", m.handler)
 	return mux
 }
 
-type check struct {
-	Name  string `json:"name"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-}
-
-// readiness checks the database and every broker concurrently.
-func readiness(ctx context.Context, db database, rtr *router) []check {
-	conns := rtr.conns()
-	checks := make([]check, 1+len(conns))
-	var wg sync.WaitGroup
-	run := func(i int, name string, ping func(context.Context) error) {
-		defer wg.Done()
-		checks[i] = check{Name: name, OK: true}
-		if ping == nil {
-			return
-		}
-		if err := ping(ctx); err != nil {
-			checks[i] = check{Name: name, Error: err.Error()}
-		}
+// newHTTPServer is the relay's HTTP server, with every timeout set: a client that is slow to send its headers,
+// to read an answer, or that holds an idle connection open, is cut off.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second, // a /metrics scrape waits at most 5s for the database
+		IdleTimeout:       2 * time.Minute,
 	}
-	wg.Add(len(checks))
-	go run(0, "database", db.Ping)
-	for i, c := range conns {
-		go run(i+1, "broker "+c.name, c.ping)
-	}
-	wg.Wait()
-	return checks
 }
