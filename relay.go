@@ -226,8 +226,9 @@ func (r *Relay[TTx]) runOnce(ctx context.Context, limit int) (int, error) {
 		f := driver.Failure{ID: rec.ID, Attempts: rec.Attempts + 1, LastError: truncate(errs[i].Error(), MaxLastErrorLen)}
 		if down != nil {
 			// The broker took nothing: the failure is the broker's, not the message's. The message keeps its
-			// attempts and is available again at once; the worker waits and probes the broker (see pause).
-			f.Attempts, f.AvailableAt = rec.Attempts, st.Now
+			// attempts and is available again within ErrorBackoffBase; the worker waits and probes the broker
+			// (see pause).
+			f.Attempts, f.AvailableAt = rec.Attempts, st.Now.Add(backoff.Jitter(r.cfg.ErrorBackoffBase))
 			st.Failed = append(st.Failed, f)
 			continue
 		}

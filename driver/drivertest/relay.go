@@ -191,11 +191,13 @@ func testFailures[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			}
 			return n
 		}
-		// An outage longer than MaxAttempts publishes: every message keeps its attempts and stays available.
+		// An outage longer than MaxAttempts publishes: every message keeps its attempts, and is available again
+		// within RelayConfig.ErrorBackoffBase (100ms), not after its own backoff (BackoffBase, 1s).
 		for range 3 {
 			if n := once(); n != 3 {
 				t.Fatalf("claimed %d during the outage, want all 3 again: an unavailable broker must not delay them", n)
 			}
+			clock.Advance(postbox.DefaultErrorBackoffBase)
 		}
 		if s := stats(t, c); s.Pending != 3 || s.Dead != 0 {
 			t.Fatalf("stats %+v after the outage, want 3 pending and none dead: an outage must not use up attempts", s)
