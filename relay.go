@@ -35,7 +35,7 @@ type RelayStats struct {
 	Failed    int64 // failed publish attempts that will be retried
 	Dead      int64 // messages parked as dead
 	Batches   int64 // batches settled
-	Errors    int64 // claim, settle or listen errors (database trouble); the relay retries them
+	Errors    int64 // failed claims and settles, and lost listening connections (database trouble); retried
 	Wakeups   int64 // notifications received from enqueuing clients (LISTEN)
 	Listening bool  // whether the relay is listening for notifications now
 	// Unavailable is the time the relay has spent unable to work, its database or its broker down, including
