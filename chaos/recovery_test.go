@@ -36,21 +36,7 @@ var recoveryOutages = []time.Duration{3 * time.Second, 15 * time.Second}
 func TestRecoveryPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
-	cluster, err := NewPGCluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("temporary cluster's log:\n%s", cluster.Log())
-		}
-		if err := cluster.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := createDB(ctx, cluster.URL("postgres"), "chaos"); err != nil {
-		t.Fatal(err)
-	}
+	cluster := ownCluster(ctx, t)
 	w := newWorld(t, "recoverpg", worldOptions{db: cluster.URL("chaos")})
 	accepting := func(ctx context.Context) bool {
 		conn, err := pgx.Connect(ctx, cluster.URL("chaos"))
