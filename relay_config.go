@@ -68,7 +68,8 @@ type RelayConfig struct {
 	// a refused connection and PostgreSQL's "not yet accepting connections" (SQLSTATE 57P03) do not make the
 	// delay grow. While the broker is down each worker publishes one message at that pace, and full batches
 	// again as soon as one is acknowledged. So a relay resumes within about ErrorBackoffMax of its database or
-	// broker answering. Defaults: DefaultErrorBackoffBase (100ms), DefaultErrorBackoffMax (1s).
+	// broker answering. Defaults: DefaultErrorBackoffBase (100ms, or ErrorBackoffMax when that is lower),
+	// DefaultErrorBackoffMax (1s, or ErrorBackoffBase when that is higher).
 	ErrorBackoffBase time.Duration
 	ErrorBackoffMax  time.Duration
 	// KeepPublished marks published messages as published instead of deleting them, for audit and replay; the
@@ -131,6 +132,9 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.CleanupInterval, DefaultCleanupInterval)
 	setDefault(&out.CleanupBatch, DefaultCleanupBatch)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
+	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
+		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
+	}
 	setDefault(&out.ErrorBackoffBase, DefaultErrorBackoffBase)
 	setDefault(&out.ErrorBackoffMax, max(DefaultErrorBackoffMax, out.ErrorBackoffBase))
 	return out
