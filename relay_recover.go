@@ -144,8 +144,8 @@ func (r *Relay[TTx]) down(ctx context.Context, cause string, err error) {
 
 // resumed is called after each successful runOnce that claimed n records. It ends the outage, if any, when the
 // dependency that failed worked: any claim for the database, a claim that published for the broker. It logs
-// how long the relay could not work and how many messages were pending when it resumed, and reports whether
-// the relay is working.
+// how long the relay could not work and how many messages waited: those pending now and the batch that resumed.
+// It reports whether the relay is working.
 func (r *Relay[TTx]) resumed(ctx context.Context, n int) bool {
 	now := r.client.cfg.Clock.Now()
 	since, cause, ended := r.outage.end(now, n > 0)
@@ -155,11 +155,11 @@ func (r *Relay[TTx]) resumed(ctx context.Context, n int) bool {
 	attrs := []any{"cause", cause, "unavailable_for", now.Sub(since).Round(time.Millisecond)}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	if stats, err := r.client.store.Stats(sctx); err == nil {
-		var pending int64
+		waited := int64(n) // the batch that resumed, settled by now
 		for _, t := range stats {
-			pending += t.Pending
+			waited += t.Pending
 		}
-		attrs = append(attrs, "pending", pending)
+		attrs = append(attrs, "waited", waited)
 	}
 	cancel()
 	r.log.InfoContext(ctx, "relay resumed", attrs...)

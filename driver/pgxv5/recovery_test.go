@@ -149,7 +149,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 		t.Errorf("%d lines say listening failed, want at most 1 for one outage:\n%s", n, out)
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "relay resumed") && (!strings.Contains(line, "unavailable_for=") || !strings.Contains(line, "pending=")) {
+		if strings.Contains(line, "relay resumed") && (!strings.Contains(line, "unavailable_for=") || !strings.Contains(line, "waited=")) {
 			t.Errorf("the resume line does not say for how long the relay could not work and how many messages waited: %s", line)
 		}
 	}
