@@ -3,8 +3,10 @@ package pgxv5_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -155,5 +157,107 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	}
 	if st := relay.Stats(); st.Unavailable < 500*time.Millisecond || st.Errors == 0 {
 		t.Errorf("stats %+v, want at least 500ms unavailable and the failed claims counted", st)
+	}
+}
+
+// TestRelayProbesADownBroker: while the broker refuses every message as unavailable, a relay publishes one message
+// per attempt rather than whole batches, uses up no attempt (MaxAttempts 2 here), logs the outage once, and sends
+// full batches again as soon as the broker takes a message.
+func TestRelayProbesADownBroker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := &syncBuffer{}
+	cfg := drivertest.Tables(nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	client, err := postbox.NewClient(newDriver(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for range 50 {
+			if err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(`{}`)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sizes []int // of every batch the broker was offered
+	down, published := true, map[string]bool{}
+	pub := postbox.PublisherFunc(func(_ context.Context, batch []postbox.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(batch))
+		if down {
+			return postbox.Unavailable(errors.New("no connection to the broker"))
+		}
+		for _, r := range batch {
+			published[r.ID] = true
+		}
+		return nil
+	})
+	relay, err := postbox.NewRelay(client, pub, &postbox.RelayConfig{BatchSize: 10, Workers: 1, MaxAttempts: 2,
+		ErrorBackoffBase: time.Millisecond, ErrorBackoffMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	offers := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sizes)
+	}
+	for len(offers()) < 20 {
+		if ctx.Err() != nil {
+			t.Fatalf("the relay stopped offering messages to a down broker: %v", offers())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	for {
+		mu.Lock()
+		n := len(published)
+		mu.Unlock()
+		if n == 50 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 50 published after the broker came back; logs:\n%s", n, logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := offers()
+	if got[0] != 10 {
+		t.Errorf("first batch offered %d messages, want a full batch of 10", got[0])
+	}
+	for i, n := range got[1:20] {
+		if n != 1 {
+			t.Fatalf("offer %d to the down broker carried %d messages, want 1: a down broker is probed with one (offers %v)", i+2, n, got)
+		}
+	}
+	if slices.Max(got[20:]) != 10 {
+		t.Errorf("no full batch once the broker was back: offers %v", got)
+	}
+	if st := relay.Stats(); st.Dead != 0 {
+		t.Errorf("%d messages parked as dead by an outage: it must use up no attempt", st.Dead)
+	}
+	out := logs.String()
+	if strings.Count(out, "relay cannot work: broker unavailable") != 1 || strings.Count(out, "relay resumed") != 1 ||
+		strings.Contains(out, "publish failed") {
+		t.Errorf("want one line for the outage and one for the resume, and no per-batch failure line:\n%s", out)
 	}
 }
