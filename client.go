@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/postbox-go/postbox/driver"
 )
@@ -27,7 +28,10 @@ func NewClient[TTx any](drv driver.Driver[TTx], cfg *Config) (*Client[TTx], erro
 	if err := c.validate(drv.Capabilities()); err != nil {
 		return nil, err
 	}
-	store := drv.Store(c.names())
+	store, err := drv.Store(c.names())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return &Client[TTx]{drv: drv, store: store, cfg: c, notify: newNotifier(store, c)}, nil
 }
 
@@ -37,18 +41,18 @@ func (c *Client[TTx]) Config() Config { return c.cfg }
 // Driver returns the driver the client was made with.
 func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.drv }
 
-// Enqueue writes m into the outbox inside tx. The message is published only if tx commits. Enqueue never
-// commits or rolls back tx; when m is invalid it returns an error wrapping ErrInvalidMessage before writing
-// anything, and tx stays usable.
-func (c *Client[TTx]) Enqueue(ctx context.Context, tx TTx, m Message) error {
+// Enqueue writes m into the outbox inside tx and returns the message's ID: m.ID in lower case, or the UUIDv7 it
+// generated when m.ID is empty. The message is published only if tx commits. Enqueue never commits or rolls back
+// tx; when m is invalid it returns an error wrapping ErrInvalidMessage before writing anything, and tx stays usable.
+func (c *Client[TTx]) Enqueue(ctx context.Context, tx TTx, m Message) (string, error) {
 	r, err := c.prepare(ctx, m)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if err := c.notify.insert(ctx, tx, []Record{r}); err != nil {
-		return fmt.Errorf("postbox: enqueue %s: %w", r.ID, err)
+	if err := c.notify.insert(ctx, tx, []driver.Record{r}); err != nil {
+		return "", fmt.Errorf("postbox: enqueue %s: %w", r.ID, err)
 	}
-	return nil
+	return r.ID, nil
 }
 
 // EnqueueBatch writes msgs into the outbox inside tx in one round trip. Every message is validated first: if one
@@ -57,7 +61,7 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, tx TTx, msgs []Message) 
 	if len(msgs) == 0 {
 		return nil
 	}
-	recs := make([]Record, len(msgs))
+	recs := make([]driver.Record, len(msgs))
 	seen := make(map[string]int, len(msgs))
 	for i, m := range msgs {
 		r, err := c.prepare(ctx, m)
@@ -85,14 +89,47 @@ func (c *Client[TTx]) Migrate(ctx context.Context) ([]int, error) {
 	return c.store.Migrate(ctx)
 }
 
+// Migration is one versioned schema change for the client's tables.
+type Migration struct {
+	// Version orders the migrations: apply them in increasing order.
+	Version int
+	// Name says what the migration does.
+	Name string
+	// SQL is the migration's statements for the configured tables and database. It is idempotent.
+	SQL string
+}
+
+// MigrationState is a migration and whether it has been applied.
+type MigrationState struct {
+	Migration
+	Applied bool
+	// AppliedAt is when Migrate applied it; zero unless Applied.
+	AppliedAt time.Time
+}
+
 // MigrationStatus lists every migration and whether it has been applied.
-func (c *Client[TTx]) MigrationStatus(ctx context.Context) ([]driver.MigrationState, error) {
-	return c.store.MigrationStatus(ctx)
+func (c *Client[TTx]) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
+	states, err := c.store.MigrationStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MigrationState, len(states))
+	for i, s := range states {
+		out[i] = MigrationState{Migration: Migration(s.Migration), Applied: s.Applied, AppliedAt: s.AppliedAt}
+	}
+	return out, nil
 }
 
 // Migrations returns the SQL of every migration for the configured tables, for golang-migrate, goose, atlas or a
 // review. Each one is idempotent.
-func (c *Client[TTx]) Migrations() []driver.Migration { return c.store.Migrations() }
+func (c *Client[TTx]) Migrations() []Migration {
+	ms := c.store.Migrations()
+	out := make([]Migration, len(ms))
+	for i, m := range ms {
+		out[i] = Migration(m)
+	}
+	return out
+}
 
 // InTx runs fn in a new transaction and commits it when fn returns nil; otherwise it rolls back and returns fn's
 // error (with the rollback's error joined, if any).

@@ -40,10 +40,19 @@ type Config struct {
 	// partitions (package partition) instead of by deletes. It only shapes tables that Migrate has yet to create.
 	// Default: false.
 	Partitioned bool
-	// Ordered makes Migrate add the index that relays in ordered mode (RelayConfig.Ordered) need to find each
-	// key's next message with one probe (migration 3). Set it on every client of a table set that an ordered relay
-	// serves, the relay's included, and run Migrate. It costs every Enqueue of a message with a key one more index
-	// entry, which is why it is off by default. Default: false.
+	// Ordered makes the client's relays publish the messages of each key one at a time, in enqueue order, and
+	// makes Migrate add the index they need to find each key's next message with one probe (migration 3). Set it
+	// on every client of the table set, the relay's included, and run Migrate.
+	//
+	// An ordered relay claims a message only when no earlier message with its key is pending, so a failing message
+	// holds back its own key and no other (RelayConfig.DeadHoldsKey makes a dead one hold it too). Keys are spread
+	// over workers and relays; messages with an empty key are not ordered. Enqueue order is commit order only when
+	// the application serialises the transactions of one key, as it does by locking the aggregate's row. A claim
+	// walks pending messages in ID order until it has RelayConfig.BatchSize heads of keys; when fewer heads are
+	// free to claim, because there are few keys or other workers and relays hold them, it walks the whole backlog.
+	// Keep BatchSize at most the number of busy keys divided by the number of ordered workers on the table (one
+	// per relay by default). The index costs every Enqueue of a message with a key one more index entry, which is
+	// why ordering is off by default. Default: false.
 	Ordered bool
 	// MaxPayloadBytes is the largest payload Enqueue accepts. Default: DefaultMaxPayloadBytes (1 MiB), which
 	// fits the default limit of every supported broker.

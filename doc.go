@@ -13,10 +13,11 @@
 //
 //	tx, err := pool.Begin(ctx)
 //	_, err = tx.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, total)
-//	err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: id, Type: "order.created", Payload: body})
+//	msgID, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: id, Type: "order.created", Payload: body})
 //	err = tx.Commit(ctx)
 //
-// Enqueue validates the message before writing anything and never commits or rolls back your transaction.
+// Enqueue validates the message before writing anything, never commits or rolls back your transaction, and returns
+// the message's ID (a UUIDv7 unless you set Message.ID), the key the broker and the consumers' inbox deduplicate by.
 //
 // # Relay
 //
@@ -29,9 +30,37 @@
 //	relay, err := postbox.NewRelay(client, publisher, &postbox.RelayConfig{BatchSize: 500})
 //	err = relay.Run(ctx) // until ctx is cancelled; the in-flight batch settles first
 //
+// A client made with Config.Ordered makes its relays publish the messages of each key one at a time, in enqueue
+// order.
+//
 // A failed publish is retried with exponential backoff and jitter; after RelayConfig.MaxAttempts, or at once for
 // an error wrapped with Permanent, the message is parked as dead with its last error. A database or broker outage
 // costs no attempt: the relay retries every second at most and resumes as soon as the database or broker answers
 // (see RelayConfig.ErrorBackoffMax). Operators list, retry and
 // purge dead messages with ListDead, RetryDead and PurgeDead, and watch Stats.
+//
+// # Consume
+//
+// On the receiving side, the inbox makes each message's effects happen once although brokers deliver at least
+// once. A Handler does its writes on the transaction it is given and returns the messages to enqueue in it.
+// Process begins a transaction, claims the message ID for the consumer in the inbox table, runs the handler,
+// enqueues what it returned, and commits; a message claimed before is a Duplicate and the handler does not run.
+// It returns a Result whose Outcome says how to settle the message with the broker: ack Processed, Duplicate and
+// Failed, nack Retry, reject Rejected (a message that can never be processed).
+//
+//	res, err := postbox.Process(ctx, client, "billing", m, func(ctx context.Context, tx pgx.Tx, m postbox.Message) ([]postbox.Message, error) {
+//		// business writes on tx; the messages returned are enqueued in the same transaction
+//		return []postbox.Message{{Topic: "payments", Key: m.Key, Type: "payment.charged", Payload: body}}, nil
+//	})
+//
+// broker.Consume does that for every message a broker.Subscriber delivers, and settles each delivery by its
+// outcome; it blocks until ctx is cancelled:
+//
+//	consumer, err := postbox.NewConsumer(client, "billing", &postbox.ConsumerConfig{MaxFailures: 5})
+//	err = broker.Consume(ctx, sub, consumer, handle, nil)
+//
+// A Consumer adds a failure policy (give up on a message after MaxFailures, optionally to a dead-letter topic),
+// caps on what a delivered message may carry, and an inbox scoped by source; its documentation states what the
+// inbox trusts. JSONHandler decodes a JSON payload into a command type, ignoring fields the type does not know,
+// and encodes the events the command handler returns.
 package postbox

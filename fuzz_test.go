@@ -19,8 +19,8 @@ type validationOnly struct {
 func (v validationOnly) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Dialect: "none"}
 }
-func (v validationOnly) Store(driver.Names) driver.Store[struct{}] {
-	return validationStore{inserted: v.inserted}
+func (v validationOnly) Store(driver.Names) (driver.Store[struct{}], error) {
+	return validationStore{inserted: v.inserted}, nil
 }
 
 type validationStore struct {
@@ -47,7 +47,7 @@ func FuzzEnqueueValidation(f *testing.F) {
 			t.Fatal(err)
 		}
 		m := Message{ID: id, Topic: topic, Type: typ, Key: key, Payload: payload, Headers: map[string]string{hname: hval}}
-		err = c.Enqueue(context.Background(), struct{}{}, m)
+		_, err = c.Enqueue(context.Background(), struct{}{}, m)
 		if err != nil {
 			if inserted != 0 {
 				t.Fatalf("refused message was written: %v", err)

@@ -2,10 +2,10 @@ package postbox
 
 import (
 	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/postbox-go/postbox/internal/uuid"
 )
 
 // NewID returns a new UUIDv7 (RFC 9562) in canonical text form. IDs from one process are strictly increasing:
@@ -20,7 +20,7 @@ func NewID() string {
 		panic("postbox: crypto/rand failed: " + err.Error()) // crypto/rand does not fail on supported platforms
 	}
 	u[8] = 0x80 | u[8]&0x3f
-	return formatUUID(u)
+	return uuid.Format(u)
 }
 
 var idClock monotonic
@@ -47,37 +47,11 @@ func (m *monotonic) next() (int64, uint16) {
 	return m.ms, m.seq
 }
 
-func formatUUID(u [16]byte) string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
-}
-
 // parseUUID accepts a UUID in canonical form (any case) and returns it in lower case.
 func parseUUID(s string) (string, error) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return "", fmt.Errorf("%q is not a UUID in the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", s)
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return "", err
 	}
-	var u [16]byte
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++ // a dash, checked above; a dash anywhere else is not a hex digit and is refused below
-			continue
-		}
-		if _, err := hex.Decode(u[j:j+1], []byte(s[i:i+2])); err != nil {
-			return "", fmt.Errorf("%q is not a UUID: %v", s, err)
-		}
-		i += 2
-		j++
-	}
-	return formatUUID(u), nil
+	return uuid.Format(u), nil
 }

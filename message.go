@@ -5,27 +5,73 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/postbox-go/postbox/driver"
 )
 
-// Message is an event to enqueue: ID, Topic, Key, Type, Payload, Headers and AvailableAt. See driver.Message for
-// the fields.
-type Message = driver.Message
+// Message is an event to enqueue, and the event a consumer receives.
+type Message struct {
+	// ID is the message's stable identity (a UUID in canonical text form). Enqueue fills it with a UUIDv7 when
+	// empty and reports it. It is the broker-side dedup key and the consumer's inbox key.
+	ID string
+	// Topic names the destination (a subject, topic, exchange routing key or URL path, depending on the broker).
+	Topic string
+	// Key is optional. Brokers map it to their partition or ordering concept; in ordered mode (Config.Ordered),
+	// messages with the same key are published one at a time in enqueue order.
+	Key string
+	// Type names the event, such as "order.created". It becomes the CloudEvents type.
+	Type string
+	// Payload is the body, published as is.
+	Payload []byte
+	// Headers are carried to the broker as message headers.
+	Headers map[string]string
+	// AvailableAt delays delivery until the given time. The zero value means at once.
+	AvailableAt time.Time
+}
 
-// Record is a stored message with its attempts, last error, status and times.
-type Record = driver.Record
+// Record is a stored message with its delivery bookkeeping: what a Publisher receives and ListDead returns.
+type Record struct {
+	Message
+	// Status is the record's state.
+	Status Status
+	// Attempts counts the failed publishes so far.
+	Attempts int
+	// LastError is the last failed publish's error, truncated to MaxLastErrorLen bytes; empty when none failed.
+	LastError string
+	// CreatedAt is when the message was enqueued, on the client's clock.
+	CreatedAt time.Time
+	// PublishedAt is when the broker acknowledged the record; zero unless Status is StatusPublished.
+	PublishedAt time.Time
+}
 
-// Status is the state of a stored record: pending, published (retention mode only) or dead.
-type Status = driver.Status
+// Status is the state of a stored record: pending, published (RelayConfig.KeepPublished only) or dead.
+type Status string
 
 // Record states.
 const (
-	StatusPending   = driver.StatusPending
-	StatusPublished = driver.StatusPublished
-	StatusDead      = driver.StatusDead
+	// StatusPending: waiting to be published, or to be retried after a failure.
+	StatusPending Status = "pending"
+	// StatusPublished: acknowledged by the broker and kept (RelayConfig.KeepPublished) until cleanup.
+	StatusPublished Status = "published"
+	// StatusDead: parked after MaxAttempts failures or a permanent error, until an operator retries or purges it.
+	StatusDead Status = "dead"
 )
+
+// fromRows returns the records of the store's rows, in order.
+func fromRows(rows []driver.Record) []Record {
+	if rows == nil {
+		return nil
+	}
+	recs := make([]Record, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		recs[i] = Record{Message: Message(r.Message), Status: Status(r.Status), Attempts: r.Attempts,
+			LastError: r.LastError, CreatedAt: r.CreatedAt, PublishedAt: r.PublishedAt}
+	}
+	return recs
+}
 
 // Limits on message fields, checked by Enqueue before anything is written.
 const (
@@ -73,8 +119,8 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// prepare runs the enqueue hook, validates m and returns the record to insert. It never writes.
-func (c *Client[TTx]) prepare(ctx context.Context, m Message) (Record, error) {
+// prepare runs the enqueue hook, validates m and returns the row to insert. It never writes.
+func (c *Client[TTx]) prepare(ctx context.Context, m Message) (driver.Record, error) {
 	if c.cfg.OnEnqueue != nil {
 		m.Headers = maps.Clone(m.Headers)
 		if m.Headers == nil {
@@ -90,45 +136,45 @@ func (c *Client[TTx]) prepare(ctx context.Context, m Message) (Record, error) {
 	} else {
 		id, err := parseUUID(m.ID)
 		if err != nil {
-			return Record{}, invalid("ID %v; leave it empty to get a UUIDv7", err)
+			return driver.Record{}, invalid("ID %v; leave it empty to get a UUIDv7", err)
 		}
 		m.ID = id
 	}
 	if err := checkText("Topic", m.Topic, true, MaxTopicLen); err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
 	if err := checkText("Type", m.Type, true, MaxTypeLen); err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
 	if err := checkText("Key", m.Key, false, MaxKeyLen); err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
 	if len(m.Payload) > c.cfg.MaxPayloadBytes {
-		return Record{}, invalid("payload of message %s is %d bytes; the limit is %d (Config.MaxPayloadBytes)",
+		return driver.Record{}, invalid("payload of message %s is %d bytes; the limit is %d (Config.MaxPayloadBytes)",
 			m.ID, len(m.Payload), c.cfg.MaxPayloadBytes)
 	}
 	if len(m.Headers) > MaxHeaders {
-		return Record{}, invalid("message %s has %d headers; the limit is %d", m.ID, len(m.Headers), MaxHeaders)
+		return driver.Record{}, invalid("message %s has %d headers; the limit is %d", m.ID, len(m.Headers), MaxHeaders)
 	}
 	for k, v := range m.Headers {
 		if !validHeaderName(k) {
-			return Record{}, invalid("header name %q is not allowed; use 1 to %d letters, digits, '-', '_' or '.'", k, MaxHeaderNameLen)
+			return driver.Record{}, invalid("header name %q is not allowed; use 1 to %d letters, digits, '-', '_' or '.'", k, MaxHeaderNameLen)
 		}
 		if strings.HasPrefix(strings.ToLower(k), "ce-") || strings.HasPrefix(strings.ToLower(k), "ce_") {
-			return Record{}, invalid("header %q uses the CloudEvents prefix, which Postbox sets from the message fields", k)
+			return driver.Record{}, invalid("header %q uses the CloudEvents prefix, which Postbox sets from the message fields", k)
 		}
 		if err := checkText("header "+k, v, false, MaxHeaderLen); err != nil {
-			return Record{}, err
+			return driver.Record{}, err
 		}
 	}
 	if c.cfg.Registry != nil {
 		if err := c.cfg.Registry.Check(m); err != nil {
-			return Record{}, fmt.Errorf("message %s: %w", m.ID, err)
+			return driver.Record{}, fmt.Errorf("message %s: %w", m.ID, err)
 		}
 	}
 	now := c.cfg.Clock.Now().UTC()
 	if m.AvailableAt.IsZero() {
 		m.AvailableAt = now
 	}
-	return Record{Message: m, Status: StatusPending, CreatedAt: now}, nil
+	return driver.Record{Message: driver.Message(m), Status: driver.StatusPending, CreatedAt: now}, nil
 }

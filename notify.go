@@ -34,7 +34,7 @@ func newNotifier[TTx any](store driver.Store[TTx], cfg Config) *notifier[TTx] {
 
 // insert writes recs inside tx, with a wake-up unless another transaction of this client sent one within the
 // interval.
-func (nt *notifier[TTx]) insert(ctx context.Context, tx TTx, recs []Record) error {
+func (nt *notifier[TTx]) insert(ctx context.Context, tx TTx, recs []driver.Record) error {
 	if nt.n == nil || !nt.take(time.Since(nt.epoch)) {
 		return nt.store.Insert(ctx, tx, recs)
 	}

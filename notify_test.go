@@ -3,6 +3,7 @@ package postbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,12 +56,12 @@ type countingStore struct {
 	err             error
 }
 
-func (c *countingStore) Insert(context.Context, int, []Record) error {
+func (c *countingStore) Insert(context.Context, int, []driver.Record) error {
 	c.plain.Add(1)
 	return nil
 }
 
-func (c *countingStore) InsertNotify(context.Context, int, []Record) error {
+func (c *countingStore) InsertNotify(context.Context, int, []driver.Record) error {
 	c.notified.Add(1)
 	return c.err
 }
@@ -107,22 +108,88 @@ func TestPollGateLetsOneWorkerPollPerInterval(t *testing.T) {
 	}
 }
 
-func TestRelayConfigOrdered(t *testing.T) {
-	c := (&RelayConfig{DeadHoldsKey: true}).WithDefaults()
-	if err := c.validate(); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("DeadHoldsKey without Ordered: %v, want ErrInvalidConfig", err)
+// claimStore records which claim a relay makes; it claims nothing.
+type claimStore struct {
+	driver.Store[int]
+	plain, ordered int
+	deadHoldsKey   bool
+}
+
+func (s *claimStore) Claim(context.Context, driver.ClaimParams) (driver.Claim, error) {
+	s.plain++
+	return emptyClaim{}, nil
+}
+
+type orderedStore struct{ *claimStore }
+
+func (s orderedStore) ClaimOrdered(_ context.Context, _ driver.ClaimParams, deadHoldsKey bool) (driver.Claim, error) {
+	s.ordered++
+	s.deadHoldsKey = deadHoldsKey
+	return emptyClaim{}, nil
+}
+
+type emptyClaim struct{ driver.Claim }
+
+func (emptyClaim) Records() []driver.Record { return nil }
+
+// storeDriver is a driver whose every table set is one store.
+type storeDriver struct {
+	driver.Driver[int]
+	store driver.Store[int]
+}
+
+func (d storeDriver) Capabilities() driver.Capabilities             { return driver.Capabilities{Dialect: "test"} }
+func (d storeDriver) Store(driver.Names) (driver.Store[int], error) { return d.store, nil }
+
+// TestRelayOrderedFollowsClient: a relay is ordered exactly when its client is, and DeadHoldsKey, which means
+// nothing to an unordered relay, is refused there rather than ignored.
+func TestRelayOrderedFollowsClient(t *testing.T) {
+	ctx := context.Background()
+	pub := PublisherFunc(func(context.Context, []Record) error { return nil })
+	newClient := func(store driver.Store[int], ordered bool) *Client[int] {
+		t.Helper()
+		c, err := NewClient[int](storeDriver{store: store}, &Config{Ordered: ordered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	c = (&RelayConfig{Ordered: true, DeadHoldsKey: true, RecheckDelay: -1}).WithDefaults()
-	if err := c.validate(); !errors.Is(err, ErrInvalidConfig) {
+
+	plain := &claimStore{}
+	r, err := NewRelay(newClient(orderedStore{plain}, false), pub, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunOnce(ctx); err != nil || plain.plain != 1 || plain.ordered != 0 {
+		t.Fatalf("relay of an unordered client: err %v, %d claims, %d ordered claims; want 1 and 0", err, plain.plain, plain.ordered)
+	}
+	if r.cfg.Workers != DefaultWorkers {
+		t.Fatalf("relay of an unordered client defaults to %d workers, want %d", r.cfg.Workers, DefaultWorkers)
+	}
+	if _, err := NewRelay(newClient(orderedStore{plain}, false), pub, &RelayConfig{DeadHoldsKey: true}); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "Config.Ordered") {
+		t.Fatalf("DeadHoldsKey on an unordered client: %v; want ErrInvalidConfig naming Config.Ordered", err)
+	}
+
+	ordered := &claimStore{}
+	r, err = NewRelay(newClient(orderedStore{ordered}, true), pub, &RelayConfig{DeadHoldsKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunOnce(ctx); err != nil || ordered.plain != 0 || ordered.ordered != 1 || !ordered.deadHoldsKey {
+		t.Fatalf("relay of an ordered client: err %v, %d claims, %d ordered claims (dead holds key: %v); want 0, 1 (true)",
+			err, ordered.plain, ordered.ordered, ordered.deadHoldsKey)
+	}
+	if r.cfg.Workers != 1 {
+		t.Fatalf("relay of an ordered client defaults to %d workers, want 1", r.cfg.Workers)
+	}
+	if r, err := NewRelay(newClient(orderedStore{ordered}, true), pub, &RelayConfig{Workers: 3}); err != nil || r.cfg.Workers != 3 {
+		t.Fatalf("ordered relay with 3 workers: %v", err)
+	}
+	if _, err := NewRelay(newClient(&claimStore{}, true), pub, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("ordered client on a store that cannot claim in order: %v; want ErrInvalidConfig", err)
+	}
+	if err := (&RelayConfig{RecheckDelay: -1}).WithDefaults().validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("negative RecheckDelay: %v, want ErrInvalidConfig", err)
-	}
-	if d := (*RelayConfig)(nil).WithDefaults(); d.RecheckDelay != DefaultRecheckDelay || d.Workers != DefaultWorkers {
-		t.Fatalf("defaults: RecheckDelay %v, Workers %d", d.RecheckDelay, d.Workers)
-	}
-	if d := (&RelayConfig{Ordered: true}).WithDefaults(); d.Workers != 1 {
-		t.Fatalf("ordered relay defaults to %d workers, want 1", d.Workers)
-	}
-	if d := (&RelayConfig{Ordered: true, Workers: 3}).WithDefaults(); d.Workers != 3 {
-		t.Fatalf("ordered relay with 3 workers got %d", d.Workers)
 	}
 }

@@ -9,7 +9,13 @@ import (
 )
 
 // TopicStats are the pending and dead counts of one topic.
-type TopicStats = driver.TopicStats
+type TopicStats struct {
+	Topic   string
+	Pending int64
+	Dead    int64
+	// OldestPending is the creation time of the topic's oldest pending message; zero when none is pending.
+	OldestPending time.Time
+}
 
 // Stats summarise the outbox.
 type Stats struct {
@@ -22,7 +28,19 @@ type Stats struct {
 
 // DeadFilter selects dead messages by topic, by IDs, or all of them. A filter that selects nothing by accident is
 // refused: set Topic, IDs or All.
-type DeadFilter = driver.DeadFilter
+type DeadFilter struct {
+	// Topic selects the dead messages of one topic.
+	Topic string
+	// IDs selects dead messages by ID.
+	IDs []string
+	// All selects every dead message; it is how a filter says so on purpose.
+	All bool
+	// Limit bounds how many messages ListDead returns; 0 means no limit. The other calls ignore it.
+	Limit int
+}
+
+// Empty reports whether f selects nothing, which ListDead, RetryDead and PurgeDead refuse.
+func (f DeadFilter) Empty() bool { return f.Topic == "" && len(f.IDs) == 0 && !f.All }
 
 // Stats counts pending and dead messages, in total and per topic.
 func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
@@ -30,8 +48,12 @@ func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("postbox: stats: %w", err)
 	}
-	s := Stats{Topics: topics}
-	for _, t := range topics {
+	var s Stats
+	if topics != nil {
+		s.Topics = make([]TopicStats, len(topics))
+	}
+	for i, t := range topics {
+		s.Topics[i] = TopicStats(t)
 		s.Pending += t.Pending
 		s.Dead += t.Dead
 		if !t.OldestPending.IsZero() && (s.OldestPending.IsZero() || t.OldestPending.Before(s.OldestPending)) {
@@ -60,11 +82,11 @@ func (c *Client[TTx]) ListDead(ctx context.Context, f DeadFilter) ([]Record, err
 	if err := c.checkFilter(&f); err != nil {
 		return nil, err
 	}
-	recs, err := c.store.ListDead(ctx, f)
+	rows, err := c.store.ListDead(ctx, driver.DeadFilter(f))
 	if err != nil {
 		return nil, fmt.Errorf("postbox: list dead: %w", err)
 	}
-	return recs, nil
+	return fromRows(rows), nil
 }
 
 // RetryDead makes the dead messages f selects pending again, at once and with their attempts reset, and returns
@@ -73,7 +95,7 @@ func (c *Client[TTx]) RetryDead(ctx context.Context, f DeadFilter) (int64, error
 	if err := c.checkFilter(&f); err != nil {
 		return 0, err
 	}
-	n, err := c.store.RetryDead(ctx, f, c.cfg.Clock.Now())
+	n, err := c.store.RetryDead(ctx, driver.DeadFilter(f), c.cfg.Clock.Now())
 	if err != nil {
 		return 0, fmt.Errorf("postbox: retry dead: %w", err)
 	}
@@ -85,30 +107,9 @@ func (c *Client[TTx]) PurgeDead(ctx context.Context, f DeadFilter) (int64, error
 	if err := c.checkFilter(&f); err != nil {
 		return 0, err
 	}
-	n, err := c.store.PurgeDead(ctx, f)
+	n, err := c.store.PurgeDead(ctx, driver.DeadFilter(f))
 	if err != nil {
 		return 0, fmt.Errorf("postbox: purge dead: %w", err)
 	}
 	return n, nil
-}
-
-// Cleanup deletes messages published (in retention mode) more than retention ago, in batches of at most
-// batchSize rows, each batch its own short transaction, until none is left or ctx is done. It never deletes a
-// pending message. Only one instance deletes from a table at a time: a call that finds another one deleting
-// returns ErrLocked (PostgreSQL, MySQL) or waits its turn (SQLite). A Cleaner does the same on a schedule, and can
-// delete dead messages too.
-func (c *Client[TTx]) Cleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error) {
-	if retention <= 0 || batchSize <= 0 {
-		return 0, fmt.Errorf("%w: Cleanup needs a positive retention and batch size, got %v and %d", ErrInvalidConfig, retention, batchSize)
-	}
-	res, err := c.cleanup(ctx, driver.CleanupParams{PublishedBefore: c.cfg.Clock.Now().Add(-retention), BatchSize: batchSize})
-	return res.Published, err
-}
-
-func (c *Client[TTx]) cleanup(ctx context.Context, p driver.CleanupParams) (CleanupResult, error) {
-	res, err := c.store.Cleanup(ctx, p)
-	if err != nil {
-		return res, fmt.Errorf("postbox: cleanup: %w", err)
-	}
-	return res, nil
 }

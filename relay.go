@@ -16,17 +16,34 @@ import (
 
 // Relay moves committed messages from the outbox to a Publisher. Any number of relays, in one process or many,
 // may run on the same table: each claim locks its rows and skips rows locked by others.
-type Relay[TTx any] struct {
-	client  *Client[TTx]
+type Relay struct {
+	client  relayClient
 	pub     Publisher
 	cfg     RelayConfig
 	log     *slog.Logger
 	wake    chan struct{}
-	cleaner *Cleaner[TTx] // nil unless KeepPublished
 	running atomic.Bool
 	stats   relayCounters
 	outage  outage
 	polls   pollGate
+}
+
+// relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's
+// transactions, so Relay needs no type parameter.
+type relayClient struct {
+	cfg      Config
+	store    claimer
+	ordered  driver.OrderedClaimer // set exactly when cfg.Ordered
+	peeker   driver.Peeker         // nil when the store cannot peek
+	listener driver.Listener       // nil when the driver cannot listen
+	pinger   driver.Pinger         // nil when the driver cannot ping
+	// stats counts pending and dead records per topic, for the line a relay logs when it resumes.
+	stats func(ctx context.Context) ([]driver.TopicStats, error)
+}
+
+// claimer is the part of a driver.Store that a relay claims through.
+type claimer interface {
+	Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error)
 }
 
 // RelayStats are a relay's running totals since it was made.
@@ -48,42 +65,53 @@ type relayCounters struct {
 	listening                                         atomic.Bool
 }
 
-// NewRelay returns a relay publishing client's outbox through pub. cfg may be nil for the defaults. It does no
-// I/O; call Run.
-func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*Relay[TTx], error) {
+// NewRelay returns a relay publishing client's outbox through pub. cfg may be nil for the defaults. The relay is
+// ordered when the client is (Config.Ordered). It does no I/O; call Run.
+func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*Relay, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: NewRelay needs a client from NewClient", ErrInvalidConfig)
 	}
 	if pub == nil {
 		return nil, fmt.Errorf("%w: NewRelay needs a Publisher", ErrInvalidConfig)
 	}
-	c := cfg.WithDefaults()
+	var c RelayConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Workers == 0 && client.cfg.Ordered {
+		// A second worker would hold heads of keys that the first must scan past: see Config.Ordered.
+		c.Workers = 1
+	}
+	c = c.WithDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := client.store.(driver.OrderedClaimer); c.Ordered && !ok {
-		return nil, fmt.Errorf("%w: RelayConfig.Ordered is set but the %s driver cannot claim in order", ErrInvalidConfig,
-			client.drv.Capabilities().Dialect)
-	}
-	if c.Ordered && !client.cfg.Ordered {
-		return nil, fmt.Errorf("%w: RelayConfig.Ordered needs a client with Config.Ordered, whose migration indexes messages by key; set it and run Migrate",
+	rc := relayClient{cfg: client.cfg, store: client.store}
+	rc.peeker, _ = client.store.(driver.Peeker)
+	rc.listener, _ = client.drv.(driver.Listener)
+	rc.pinger, _ = client.drv.(driver.Pinger)
+	rc.stats = client.store.Stats
+	if client.cfg.Ordered {
+		var ok bool
+		if rc.ordered, ok = client.store.(driver.OrderedClaimer); !ok {
+			return nil, fmt.Errorf("%w: Config.Ordered is set but the %s driver cannot claim in order; leave Ordered false",
+				ErrInvalidConfig, client.drv.Capabilities().Dialect)
+		}
+	} else if c.DeadHoldsKey {
+		return nil, fmt.Errorf("%w: RelayConfig.DeadHoldsKey applies to ordered relays only; set Config.Ordered on the client (and run Migrate) or leave DeadHoldsKey false",
 			ErrInvalidConfig)
 	}
 	log := c.Logger
 	if log == nil {
 		log = client.cfg.Logger
 	}
-	r := &Relay[TTx]{client: client, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
+	r := &Relay{client: rc, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
 		wake: make(chan struct{}, 1)}
-	if c.KeepPublished {
-		r.cleaner = &Cleaner[TTx]{client: client, log: r.log, cfg: CleanupConfig{Retention: c.Retention,
-			Interval: c.CleanupInterval, BatchSize: c.CleanupBatch}}
-	}
 	return r, nil
 }
 
 // Stats returns the relay's running totals.
-func (r *Relay[TTx]) Stats() RelayStats {
+func (r *Relay) Stats() RelayStats {
 	return RelayStats{Published: r.stats.published.Load(), Failed: r.stats.failed.Load(), Dead: r.stats.dead.Load(),
 		Batches: r.stats.batches.Load(), Errors: r.stats.errors.Load(), Wakeups: r.stats.wakeups.Load(),
 		Listening: r.stats.listening.Load(), Unavailable: r.outage.total(r.client.cfg.Clock.Now())}
@@ -91,7 +119,7 @@ func (r *Relay[TTx]) Stats() RelayStats {
 
 // Wake makes an idle worker claim at once instead of waiting for the poll interval. Call it after committing a
 // transaction that enqueued messages, when the relay runs in the same process. It never blocks.
-func (r *Relay[TTx]) Wake() {
+func (r *Relay) Wake() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -101,7 +129,7 @@ func (r *Relay[TTx]) Wake() {
 // Run relays until ctx is cancelled, then lets every in-flight batch finish publishing and settle, and returns nil.
 // Database and broker errors are logged and retried, never returned. Run returns an error only if the relay is
 // already running.
-func (r *Relay[TTx]) Run(ctx context.Context) error {
+func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("postbox: relay is already running; make one relay per Run")
 	}
@@ -114,25 +142,18 @@ func (r *Relay[TTx]) Run(ctx context.Context) error {
 			r.work(ctx)
 		}()
 	}
-	if l, ok := r.client.drv.(driver.Listener); ok && !r.cfg.DisableListen {
+	if r.client.listener != nil && !r.cfg.DisableListen {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.listen(ctx, l)
-		}()
-	}
-	if r.cleaner != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = r.cleaner.Run(ctx) // it logs its own errors and returns nil
+			r.listen(ctx, r.client.listener)
 		}()
 	}
 	wg.Wait()
 	return nil
 }
 
-func (r *Relay[TTx]) work(ctx context.Context) {
+func (r *Relay) work(ctx context.Context) {
 	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
 	limit := r.cfg.BatchSize // 1 while the broker is down: one message probes it
 	woke := false            // whether the last wait ended with a wake-up
@@ -172,7 +193,7 @@ func (r *Relay[TTx]) work(ctx context.Context) {
 }
 
 // wait returns after d, on a wake-up, or when ctx is done, and reports whether a wake-up ended it.
-func (r *Relay[TTx]) wait(ctx context.Context, d time.Duration) bool {
+func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -187,7 +208,7 @@ func (r *Relay[TTx]) wait(ctx context.Context, d time.Duration) bool {
 // RunOnce claims one batch, publishes it and settles it, and returns the number of records it claimed. Once a
 // batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
-func (r *Relay[TTx]) RunOnce(ctx context.Context) (int, error) {
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	n, err := r.runOnce(ctx, r.cfg.BatchSize)
 	if isBrokerDown(err) {
 		return n, nil // settled: the messages are pending again
@@ -197,13 +218,13 @@ func (r *Relay[TTx]) RunOnce(ctx context.Context) (int, error) {
 
 // runOnce is RunOnce claiming at most limit records. When the broker refused the whole batch as unavailable, it
 // settles the batch without counting an attempt and returns a brokerDownError.
-func (r *Relay[TTx]) runOnce(ctx context.Context, limit int) (int, error) {
+func (r *Relay) runOnce(ctx context.Context, limit int) (int, error) {
 	clock := r.client.cfg.Clock
 	claim, err := r.claim(ctx, driver.ClaimParams{Limit: limit, Now: clock.Now()})
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}
-	recs := claim.Records()
+	recs := fromRows(claim.Records())
 	if len(recs) == 0 {
 		return 0, nil
 	}
@@ -269,7 +290,7 @@ func (r *Relay[TTx]) runOnce(ctx context.Context, limit int) (int, error) {
 
 // publishChecked publishes the records that meet the client's registry, if it has one, and fails the others
 // permanently, so that a message no consumer could accept is parked as dead instead of published.
-func (r *Relay[TTx]) publishChecked(ctx context.Context, recs []Record) []error {
+func (r *Relay) publishChecked(ctx context.Context, recs []Record) []error {
 	reg := r.client.cfg.Registry
 	if reg == nil {
 		return r.publish(ctx, recs)
@@ -294,7 +315,7 @@ func (r *Relay[TTx]) publishChecked(ctx context.Context, recs []Record) []error 
 }
 
 // publish calls the publisher and returns one error per record.
-func (r *Relay[TTx]) publish(ctx context.Context, recs []Record) (errs []error) {
+func (r *Relay) publish(ctx context.Context, recs []Record) (errs []error) {
 	errs = make([]error, len(recs))
 	defer func() {
 		if p := recover(); p != nil {

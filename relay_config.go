@@ -10,18 +10,15 @@ import (
 
 // Defaults for RelayConfig.
 const (
-	DefaultBatchSize       = 500
-	DefaultWorkers         = 2
-	DefaultPollInterval    = 500 * time.Millisecond
-	DefaultPublishTimeout  = 10 * time.Second
-	DefaultSettleTimeout   = 30 * time.Second
-	DefaultMaxAttempts     = 20
-	DefaultBackoffBase     = time.Second
-	DefaultBackoffMax      = 10 * time.Minute
-	DefaultRetention       = 7 * 24 * time.Hour
-	DefaultCleanupInterval = time.Minute
-	DefaultCleanupBatch    = 1000
-	DefaultRecheckDelay    = 2 * time.Millisecond
+	DefaultBatchSize      = 500
+	DefaultWorkers        = 2
+	DefaultPollInterval   = 500 * time.Millisecond
+	DefaultPublishTimeout = 10 * time.Second
+	DefaultSettleTimeout  = 30 * time.Second
+	DefaultMaxAttempts    = 20
+	DefaultBackoffBase    = time.Second
+	DefaultBackoffMax     = 10 * time.Minute
+	DefaultRecheckDelay   = 2 * time.Millisecond
 	// DefaultErrorBackoffBase and DefaultErrorBackoffMax shape how often a relay that cannot work tries again.
 	DefaultErrorBackoffBase = 100 * time.Millisecond
 	DefaultErrorBackoffMax  = time.Second
@@ -35,7 +32,7 @@ type RelayConfig struct {
 	BatchSize int
 	// Workers is the number of claim-publish-settle loops in this relay. Each holds one database connection
 	// while it publishes. With two, one worker claims and settles while the other waits for the broker's acks.
-	// Default: DefaultWorkers (2), or 1 in ordered mode.
+	// Default: DefaultWorkers (2), or 1 for an ordered client (Config.Ordered).
 	Workers int
 	// PollInterval is how often an idle worker looks for messages when no wake-up comes: it is the latency bound
 	// without LISTEN, and the backstop with it. An idle worker looks with one cheap statement, and claims only
@@ -72,29 +69,15 @@ type RelayConfig struct {
 	// DefaultErrorBackoffMax (1s, or ErrorBackoffBase when that is higher).
 	ErrorBackoffBase time.Duration
 	ErrorBackoffMax  time.Duration
-	// KeepPublished marks published messages as published instead of deleting them, for audit and replay; the
-	// relay then deletes them after Retention. Default: false (delete at once).
+	// KeepPublished marks published messages as published instead of deleting them, for audit and replay. Run a
+	// Cleaner to delete them once past CleanupConfig.Retention. Default: false (delete at once).
 	KeepPublished bool
-	// Retention is how long KeepPublished keeps published messages. Default: DefaultRetention (7 days).
-	Retention time.Duration
-	// CleanupInterval is how often a KeepPublished relay deletes expired messages, and CleanupBatch how many rows
-	// each delete takes at most. Defaults: DefaultCleanupInterval (1m) and DefaultCleanupBatch (1000).
-	CleanupInterval time.Duration
-	CleanupBatch    int
 	// Logger receives the relay's logs. Default: the client's logger.
 	Logger *slog.Logger
 
-	// Ordered publishes the messages of each key one at a time, in enqueue order: a message is claimed only when
-	// no earlier message with its key is pending, so a failing message holds back its own key and no other. Keys
-	// are spread over workers and relays; messages with an empty key are not ordered. Enqueue order is commit
-	// order only when the application serialises the transactions of one key, as it does by locking the
-	// aggregate's row. A claim walks pending messages in ID order until it has BatchSize heads of keys; when
-	// fewer heads are free to claim, because there are few keys or other workers and relays hold them, it walks
-	// the whole backlog. Keep BatchSize at most the number of busy keys divided by the number of ordered workers
-	// on the table (one per relay by default). The table set needs Config.Ordered. Default: false.
-	Ordered bool
-	// DeadHoldsKey, in ordered mode, keeps a dead message's key blocked until an operator retries or purges it.
-	// Default: false, a dead message releases its key.
+	// DeadHoldsKey, in ordered mode (Config.Ordered), keeps a dead message's key blocked until an operator
+	// retries or purges it. NewRelay refuses it for a client that is not ordered. Default: false, a dead message
+	// releases its key.
 	DeadHoldsKey bool
 	// DisableListen stops the relay from listening for the wake-ups that clients send when they enqueue
 	// (PostgreSQL LISTEN through pgxv5), so it finds messages by polling alone. Set it behind a connection pooler
@@ -117,10 +100,6 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 		out = *c
 	}
 	setDefault(&out.BatchSize, DefaultBatchSize)
-	if out.Workers == 0 && out.Ordered {
-		// A second worker would hold heads of keys that the first must scan past: see RelayConfig.Ordered.
-		out.Workers = 1
-	}
 	setDefault(&out.Workers, DefaultWorkers)
 	setDefault(&out.PollInterval, DefaultPollInterval)
 	setDefault(&out.PublishTimeout, DefaultPublishTimeout)
@@ -128,9 +107,6 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&out.BackoffBase, DefaultBackoffBase)
 	setDefault(&out.BackoffMax, DefaultBackoffMax)
-	setDefault(&out.Retention, DefaultRetention)
-	setDefault(&out.CleanupInterval, DefaultCleanupInterval)
-	setDefault(&out.CleanupBatch, DefaultCleanupBatch)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
 	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
 		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
@@ -154,8 +130,7 @@ func (c RelayConfig) validate() error {
 	}{
 		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)}, {"PollInterval", int64(c.PollInterval)},
 		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
-		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)}, {"Retention", int64(c.Retention)},
-		{"CleanupInterval", int64(c.CleanupInterval)}, {"CleanupBatch", int64(c.CleanupBatch)},
+		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
 		{"RecheckDelay", int64(c.RecheckDelay)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
 		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)},
 	}
@@ -163,9 +138,6 @@ func (c RelayConfig) validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("%w: RelayConfig.%s is negative; use a positive value or 0 for the default", ErrInvalidConfig, p.name)
 		}
-	}
-	if c.DeadHoldsKey && !c.Ordered {
-		return fmt.Errorf("%w: RelayConfig.DeadHoldsKey is set without Ordered; it applies to ordered mode only", ErrInvalidConfig)
 	}
 	if c.BackoffMax < c.BackoffBase {
 		return fmt.Errorf("%w: RelayConfig.BackoffMax (%v) is below BackoffBase (%v)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)

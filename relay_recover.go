@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/internal/backoff"
 )
 
@@ -97,7 +96,7 @@ func oneLine(err error) string {
 // reports whether a wake-up ended the wait. After a database error it pings the database at the pace of retry
 // until it answers, or a wake-up comes (the listening connection is back, or a client enqueued); after a broker
 // outage it waits one delay, wake-ups aside, since they say nothing about the broker.
-func (r *Relay[TTx]) pause(ctx context.Context, err error, retry *backoff.Backoff) bool {
+func (r *Relay) pause(ctx context.Context, err error, retry *backoff.Backoff) bool {
 	var down *brokerDownError
 	if errors.As(err, &down) {
 		r.down(ctx, "broker", down.err)
@@ -111,7 +110,7 @@ func (r *Relay[TTx]) pause(ctx context.Context, err error, retry *backoff.Backof
 	}
 	r.stats.errors.Add(1)
 	r.down(ctx, "database", err)
-	pinger, _ := r.client.drv.(driver.Pinger)
+	pinger := r.client.pinger
 	for {
 		if r.wait(ctx, retryDelay(retry, err)) {
 			return true
@@ -130,7 +129,7 @@ func (r *Relay[TTx]) pause(ctx context.Context, err error, retry *backoff.Backof
 }
 
 // down records that the relay cannot work because of err, and logs it when the relay was working.
-func (r *Relay[TTx]) down(ctx context.Context, cause string, err error) {
+func (r *Relay) down(ctx context.Context, cause string, err error) {
 	now := r.client.cfg.Clock.Now()
 	if !r.outage.begin(now, cause) {
 		return
@@ -146,7 +145,7 @@ func (r *Relay[TTx]) down(ctx context.Context, cause string, err error) {
 // dependency that failed worked: any claim for the database, a claim that published for the broker. It logs
 // how long the relay could not work and how many messages waited: those pending now and the batch that resumed.
 // It reports whether the relay is working.
-func (r *Relay[TTx]) resumed(ctx context.Context, n int) bool {
+func (r *Relay) resumed(ctx context.Context, n int) bool {
 	now := r.client.cfg.Clock.Now()
 	since, cause, ended := r.outage.end(now, n > 0)
 	if !ended {
@@ -154,7 +153,7 @@ func (r *Relay[TTx]) resumed(ctx context.Context, n int) bool {
 	}
 	attrs := []any{"cause", cause, "unavailable_for", now.Sub(since).Round(time.Millisecond)}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if stats, err := r.client.store.Stats(sctx); err == nil {
+	if stats, err := r.client.stats(sctx); err == nil {
 		waited := int64(n) // the batch that resumed, settled by now
 		for _, t := range stats {
 			waited += t.Pending

@@ -10,10 +10,10 @@ import (
 	"github.com/postbox-go/postbox/internal/backoff"
 )
 
-// claim claims the next batch, in per-key order when the relay is ordered.
-func (r *Relay[TTx]) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
-	if r.cfg.Ordered {
-		return r.client.store.(driver.OrderedClaimer).ClaimOrdered(ctx, p, r.cfg.DeadHoldsKey)
+// claim claims the next batch, in per-key order when the client is ordered.
+func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
+	if r.client.ordered != nil {
+		return r.client.ordered.ClaimOrdered(ctx, p, r.cfg.DeadHoldsKey)
 	}
 	return r.client.store.Claim(ctx, p)
 }
@@ -23,8 +23,8 @@ func (r *Relay[TTx]) claim(ctx context.Context, p driver.ClaimParams) (driver.Cl
 // less often, up to PollInterval: a transaction that enqueued without a wake-up of its own (within a client's
 // NotifyInterval of another) and committed after the last claim is found within milliseconds, not at the next
 // poll. Where the store can peek, a look is one statement instead of a claim's transaction.
-func (r *Relay[TTx]) idle(ctx context.Context, warm bool) bool {
-	peeker, _ := r.client.store.(driver.Peeker)
+func (r *Relay) idle(ctx context.Context, warm bool) bool {
+	peeker := r.client.peeker
 	delay := r.cfg.PollInterval
 	if warm && peeker != nil {
 		delay = min(4*r.cfg.RecheckDelay, r.cfg.PollInterval)
@@ -54,7 +54,7 @@ func (r *Relay[TTx]) idle(ctx context.Context, warm bool) bool {
 // connection fails the relay goes on polling, and listens again at the pace of ErrorBackoffBase and
 // ErrorBackoffMax; once listening again it wakes a worker, which claims at once, since notifications sent
 // meanwhile are lost. A failure is logged once, and listening again once.
-func (r *Relay[TTx]) listen(ctx context.Context, l driver.Listener) {
+func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 	channel := r.client.cfg.names().Channel()
 	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
 	failing := false

@@ -31,17 +31,26 @@ func (e Event) Message() (Message, error) {
 	return Message{Topic: e.Topic, Key: e.Key, Type: e.Type, Payload: payload, Headers: e.Headers, AvailableAt: e.AvailableAt}, nil
 }
 
-// CommandHandler handles one decoded command inside tx and returns the events it caused. m is the delivered
-// message, for its ID, type and headers.
-type CommandHandler[TTx, C any] func(ctx context.Context, tx TTx, cmd C, m Message) ([]Event, error)
+// JSONHandler returns a Handler for a command handler with an outbox: it decodes the payload into a C with
+// DecodeJSON, calls h with the command and the delivered message m (for its ID, type and headers), and encodes
+// the events h returns, which Process then enqueues in the same transaction as h's writes. Fields of the payload
+// that C does not have are ignored, so a producer that adds an optional field breaks no consumer; use
+// JSONHandlerStrict to refuse them. A payload that does not decode is an error marked Permanent, because no
+// redelivery can fix it: with a failure policy (ConsumerConfig.MaxFailures) the message is recorded as failed at
+// once, and without one it is Rejected.
+func JSONHandler[TTx, C any](h func(ctx context.Context, tx TTx, cmd C, m Message) ([]Event, error)) Handler[TTx] {
+	return jsonHandler(DecodeJSON[C], h)
+}
 
-// JSONHandler returns a Handler that decodes the payload into a C with DecodeJSON, calls h, and encodes the events
-// h returns, which Process then enqueues in the same transaction as h's writes: the command handler with an
-// outbox. A payload that does not decode is an error marked Permanent, because no redelivery can fix it: with a
-// failure policy (ConsumerConfig.MaxFailures) the message is recorded as failed at once.
-func JSONHandler[TTx, C any](h CommandHandler[TTx, C]) Handler[TTx] {
+// JSONHandlerStrict is JSONHandler decoding with DecodeJSONStrict: a payload with a field C does not have is
+// refused as permanent, for consumers that would rather stop than ignore data they do not understand.
+func JSONHandlerStrict[TTx, C any](h func(ctx context.Context, tx TTx, cmd C, m Message) ([]Event, error)) Handler[TTx] {
+	return jsonHandler(DecodeJSONStrict[C], h)
+}
+
+func jsonHandler[TTx, C any](decode func([]byte) (C, error), h func(ctx context.Context, tx TTx, cmd C, m Message) ([]Event, error)) Handler[TTx] {
 	return func(ctx context.Context, tx TTx, m Message) ([]Message, error) {
-		cmd, err := DecodeJSON[C](m.Payload)
+		cmd, err := decode(m.Payload)
 		if err != nil {
 			return nil, Permanent(fmt.Errorf("message %s (%s): %w", m.ID, m.Type, err))
 		}
@@ -59,12 +68,20 @@ func JSONHandler[TTx, C any](h CommandHandler[TTx, C]) Handler[TTx] {
 	}
 }
 
-// DecodeJSON decodes payload into a T strictly: a field T does not have, a second JSON value after the first, or
-// an empty payload is an error, so that a producer's mistake is caught rather than half-read.
-func DecodeJSON[T any](payload []byte) (T, error) {
+// DecodeJSON decodes payload into a T. Fields T does not have are ignored, so that a producer adding an optional
+// field does not break its consumers; a second JSON value after the first, or an empty payload, is an error, so
+// that a producer's mistake is caught rather than half-read. DecodeJSONStrict also refuses unknown fields.
+func DecodeJSON[T any](payload []byte) (T, error) { return decodeJSON[T](payload, false) }
+
+// DecodeJSONStrict decodes payload into a T as DecodeJSON does, and also refuses a field T does not have.
+func DecodeJSONStrict[T any](payload []byte) (T, error) { return decodeJSON[T](payload, true) }
+
+func decodeJSON[T any](payload []byte, strict bool) (T, error) {
 	var v T
 	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&v); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = errors.New("payload is empty")

@@ -24,17 +24,28 @@ func TestDecodeJSON(t *testing.T) {
 	if err != nil || got != (placeOrder{OrderID: "o-1", Items: 2}) {
 		t.Fatalf("DecodeJSON = %+v, %v", got, err)
 	}
+	// A field the type does not have is ignored by default: a producer may add optional fields.
+	got, err = postbox.DecodeJSON[placeOrder]([]byte(`{"order_id":"o-1","items":2,"colour":"red"}`))
+	if err != nil || got != (placeOrder{OrderID: "o-1", Items: 2}) {
+		t.Fatalf("DecodeJSON with an unknown field = %+v, %v; want it decoded, the field ignored", got, err)
+	}
+	if _, err := postbox.DecodeJSONStrict[placeOrder]([]byte(`{"order_id":"o-1","colour":"red"}`)); err == nil ||
+		!strings.Contains(err.Error(), `unknown field "colour"`) {
+		t.Errorf("DecodeJSONStrict with an unknown field: %v; want an error naming the field", err)
+	}
 	for _, tc := range []struct{ payload, want string }{
-		{`{"order_id":"o-1","colour":"red"}`, `unknown field "colour"`},
 		{`{"order_id":"o-1"} {"order_id":"o-2"}`, "data after the first JSON value"},
 		{`{"order_id":"o-1"}]`, "data after the first JSON value"},
 		{``, "payload is empty"},
 		{`{"items":"two"}`, "cannot unmarshal string"},
 		{`{"order_id":`, "unexpected EOF"},
 	} {
-		_, err := postbox.DecodeJSON[placeOrder]([]byte(tc.payload))
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "postbox_test.placeOrder") {
-			t.Errorf("DecodeJSON(%q) error %v; want one naming the type and saying %q", tc.payload, err, tc.want)
+		for name, decode := range map[string]func([]byte) (placeOrder, error){
+			"DecodeJSON": postbox.DecodeJSON[placeOrder], "DecodeJSONStrict": postbox.DecodeJSONStrict[placeOrder]} {
+			_, err := decode([]byte(tc.payload))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "postbox_test.placeOrder") {
+				t.Errorf("%s(%q) error %v; want one naming the type and saying %q", name, tc.payload, err, tc.want)
+			}
 		}
 	}
 }
@@ -62,9 +73,22 @@ func TestJSONHandler(t *testing.T) {
 		t.Fatalf("event encoded as %+v (payload %s)", m, m.Payload)
 	}
 
-	_, err = h(ctx, struct{}{}, postbox.Message{ID: "m-2", Type: "order.place", Payload: []byte(`{"order_id":"o-2","items":1,"x":1}`)})
+	_, err = h(ctx, struct{}{}, postbox.Message{ID: "m-2", Type: "order.place", Payload: []byte(`{"order_id":"o-2","items":"one"}`)})
 	if !postbox.IsPermanent(err) || !strings.Contains(err.Error(), "m-2") || calls != 1 {
 		t.Fatalf("undecodable payload: %v (handler calls %d); want a permanent error naming the message, and no call", err, calls)
+	}
+
+	// An added field is ignored by JSONHandler and refused, as permanent, by JSONHandlerStrict.
+	added := postbox.Message{ID: "m-5", Payload: []byte(`{"order_id":"o-5","items":1,"gift":true}`)}
+	if out, err := h(ctx, struct{}{}, added); err != nil || len(out) != 1 || calls != 2 {
+		t.Fatalf("payload with an added field: %v, %v (calls %d); want it handled", out, err, calls)
+	}
+	strict := postbox.JSONHandlerStrict(func(context.Context, struct{}, placeOrder, postbox.Message) ([]postbox.Event, error) {
+		t.Fatal("the strict handler ran for a payload with an unknown field")
+		return nil, nil
+	})
+	if _, err := strict(ctx, struct{}{}, added); !postbox.IsPermanent(err) || !strings.Contains(err.Error(), `unknown field "gift"`) {
+		t.Fatalf("JSONHandlerStrict with an added field: %v; want a permanent error naming the field", err)
 	}
 
 	_, err = h(ctx, struct{}{}, postbox.Message{ID: "m-3", Payload: []byte(`{"order_id":"o-3","items":0}`)})
@@ -79,42 +103,18 @@ func TestJSONHandler(t *testing.T) {
 }
 
 func TestOutcome(t *testing.T) {
-	for o, want := range map[postbox.Outcome]bool{postbox.Retry: false, postbox.Processed: true, postbox.Duplicate: true, postbox.Failed: true} {
+	for o, want := range map[postbox.Outcome]bool{postbox.Retry: false, postbox.Processed: true, postbox.Duplicate: true,
+		postbox.Failed: true, postbox.Rejected: false} {
 		if o.Ack() != want {
 			t.Errorf("%v.Ack() = %v, want %v", o, o.Ack(), want)
 		}
 	}
-	if s := postbox.Duplicate.String(); s != "duplicate" {
-		t.Errorf("Duplicate.String() = %q", s)
+	if s := postbox.Rejected.String(); s != "rejected" {
+		t.Errorf("Rejected.String() = %q", s)
 	}
 }
 
-func TestChainOrderAndTxHandler(t *testing.T) {
-	var order []string
-	mw := func(name string) postbox.Middleware {
-		return func(next postbox.HandlerFunc) postbox.HandlerFunc {
-			return func(ctx context.Context, m postbox.Message) ([]postbox.Message, error) {
-				order = append(order, name)
-				return next(ctx, m)
-			}
-		}
-	}
-	called := false
-	h := postbox.Chain(mw("outer"), mw("middle"), mw("inner"))(postbox.TxHandler(
-		func(ctx context.Context, tx int, m postbox.Message) ([]postbox.Message, error) {
-			called = true
-			return nil, nil
-		}))
-	_, err := h(context.Background(), postbox.Message{})
-	if got := strings.Join(order, ","); got != "outer,middle,inner" {
-		t.Fatalf("middleware ran in order %s; want the first outermost", got)
-	}
-	if err == nil || called || !strings.Contains(err.Error(), "Transaction middleware") {
-		t.Fatalf("a Handler without a transaction in its context: called %v, error %v; want an error saying to add Transaction", called, err)
-	}
-}
-
-// A command handler decodes its command strictly and returns typed events; Process enqueues them in the handler's
+// A command handler decodes its command, ignoring fields it does not know, and returns typed events; Process enqueues them in the handler's
 // transaction.
 func ExampleJSONHandler() {
 	h := postbox.JSONHandler(func(ctx context.Context, tx struct{}, cmd placeOrder, m postbox.Message) ([]postbox.Event, error) {
@@ -124,7 +124,7 @@ func ExampleJSONHandler() {
 	out, err := h(context.Background(), struct{}{}, postbox.Message{ID: "m-1", Payload: []byte(`{"order_id":"o-1","items":3}`)})
 	fmt.Println(string(out[0].Payload), err)
 
-	_, err = h(context.Background(), struct{}{}, postbox.Message{ID: "m-2", Payload: []byte(`{"order_id":"o-2","itmes":3}`)})
+	_, err = h(context.Background(), struct{}{}, postbox.Message{ID: "m-2", Payload: []byte(`{"order_id":"o-2","items":"three"}`)})
 	fmt.Println(postbox.IsPermanent(err))
 	// Output:
 	// {"order_id":"o-1"} <nil>

@@ -259,7 +259,14 @@ func (o Options) clientConfig() postbox.Config {
 	return cfg
 }
 
-// workers is the number of workers a relay runs with these options, in ordered mode or not.
+// workers is the number of workers a relay runs with these options, for an ordered client or not (see
+// postbox.RelayConfig.Workers).
 func (o Options) workers(ordered bool) int {
-	return (&postbox.RelayConfig{Workers: o.Workers, Ordered: ordered}).WithDefaults().Workers
+	switch {
+	case o.Workers > 0:
+		return o.Workers
+	case ordered:
+		return 1
+	}
+	return postbox.DefaultWorkers
 }

@@ -61,7 +61,8 @@ func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 				if err := business(ctx, tx, i); err != nil {
 					return err
 				}
-				return client.Enqueue(ctx, tx, o.message(int(i)))
+				_, err := client.Enqueue(ctx, tx, o.message(int(i)))
+				return err
 			})
 		}
 	}

@@ -59,10 +59,13 @@ func benchLatency[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 	o.Logger.Info("producing at a steady rate", "rate", o.Rate, "duration", o.Duration)
 	sent, err := produceAtRate(ctx, o.Rate, o.Duration, producers, func(ctx context.Context, seq int) error {
 		m := o.message(seq)
-		m.ID = postbox.NewID()
-		err := client.InTx(ctx, func(ctx context.Context, tx TTx) error { return client.Enqueue(ctx, tx, m) })
+		var id string
+		err := client.InTx(ctx, func(ctx context.Context, tx TTx) (err error) {
+			id, err = client.Enqueue(ctx, tx, m)
+			return err
+		})
 		if err == nil {
-			lat.committed(m.ID, time.Now())
+			lat.committed(id, time.Now())
 		}
 		return err
 	})

@@ -59,7 +59,7 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 				if err := c.txExec(ctx, tx, domain, "customer-"+strconv.FormatInt(i, 10), i); err != nil {
 					return err
 				}
-				if err := client.Enqueue(ctx, tx, o.message(int(i))); err != nil {
+				if _, err := client.Enqueue(ctx, tx, o.message(int(i))); err != nil {
 					return err
 				}
 				if notifyEach {

@@ -19,7 +19,8 @@ func benchOrdered[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 		return Result{}, err
 	}
 	defer c.close()
-	// Both tables have the ordered index (Config.Ordered), so that only the claim differs.
+	// Both tables have the ordered index (Config.Ordered), so that only the claim differs: the baseline's client
+	// leaves Ordered off after migrating, so its relay claims unordered.
 	cfg := o.clientConfig()
 	cfg.Ordered = true
 	client, err := loadBacklog(ctx, t, c, o, cfg, table, unorderedTable)
@@ -30,30 +31,31 @@ func benchOrdered[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 	defer dropOutbox(context.WithoutCancel(ctx), t, c, unorderedTable)
 	unordered, err := sameClient(c, client, func(cfg *postbox.Config) {
 		cfg.Table, cfg.InboxTable = unorderedTable, unorderedTable+"_inbox"
+		cfg.Ordered = false
 	})
 	if err != nil {
 		return Result{}, err
 	}
 
-	newRelayOn := func(client *postbox.Client[TTx], pub postbox.Publisher, ordered bool) (*postbox.Relay[TTx], error) {
-		rc, err := t.open(ctx, o.workers(ordered)+2)
+	newRelayOn := func(client *postbox.Client[TTx], pub postbox.Publisher) (*postbox.Relay, error) {
+		rc, err := t.open(ctx, o.workers(client.Config().Ordered)+2)
 		if err != nil {
 			return nil, err
 		}
 		closers = append(closers, rc.close)
-		return newRelay(rc, client, pub, o, func(cfg *postbox.RelayConfig) { cfg.Ordered = ordered })
+		return newRelay(rc, client, pub, o, nil)
 	}
 	defer func() {
 		for _, c := range closers {
 			c()
 		}
 	}()
-	base, err := newRelayOn(unordered, noopPublisher, false)
+	base, err := newRelayOn(unordered, noopPublisher)
 	if err != nil {
 		return Result{}, err
 	}
 	check := &keyOrder{last: map[string]string{}}
-	inOrder, err := newRelayOn(client, check, true)
+	inOrder, err := newRelayOn(client, check)
 	if err != nil {
 		return Result{}, err
 	}

@@ -77,7 +77,7 @@ func loadBacklog[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], o 
 }
 
 // newRelay returns a relay on client's tables through the pool rc, with the options' batch size and workers.
-func newRelay[TTx any](rc *conns[TTx], client *postbox.Client[TTx], pub postbox.Publisher, o Options, change func(*postbox.RelayConfig)) (*postbox.Relay[TTx], error) {
+func newRelay[TTx any](rc *conns[TTx], client *postbox.Client[TTx], pub postbox.Publisher, o Options, change func(*postbox.RelayConfig)) (*postbox.Relay, error) {
 	rclient, err := sameClient(rc, client, nil)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table
 
 // relayShare runs relay until it has published share more messages, or all total when last, and returns how many
 // it published.
-func relayShare[TTx any](ctx context.Context, relay *postbox.Relay[TTx], share, total int64, last bool) (int64, error) {
+func relayShare(ctx context.Context, relay *postbox.Relay, share, total int64, last bool) (int64, error) {
 	before := relay.Stats().Published
 	target := min(before+share, total)
 	if last {

@@ -177,7 +177,7 @@ func settle[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], tables 
 var noopPublisher = postbox.PublisherFunc(func(context.Context, []postbox.Record) error { return nil })
 
 // drain runs relay until it has published n messages, and returns how long that took.
-func drain[TTx any](ctx context.Context, relay *postbox.Relay[TTx], n int64) (time.Duration, error) {
+func drain(ctx context.Context, relay *postbox.Relay, n int64) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

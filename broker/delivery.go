@@ -129,7 +129,7 @@ func (d *Delivery) claim(how int32) error {
 	return fmt.Errorf("%w: message %s was %s before", ErrSettled, d.Message.ID, was)
 }
 
-// DefaultSettleTimeout bounds the Ack or Nack calls that Dispatch and AckAfter make on a context detached from
+// DefaultSettleTimeout bounds the Ack, Nack or Reject calls that Dispatch and Consume make on a context detached from
 // cancellation.
 const DefaultSettleTimeout = 10 * time.Second
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,24 +105,31 @@ func TestDispatchNacksOnPanic(t *testing.T) {
 	want(t, s.got(), "nack 0s ctxerr=<nil>")
 }
 
-func TestAckAfter(t *testing.T) {
+type ackless struct{ settlements }
+
+// TestConsumeSettlesByOutcome: Consume acks what committed or can be dropped, nacks what may succeed later and
+// rejects what never can, with no glue in the user's handler.
+func TestConsumeSettlesByOutcome(t *testing.T) {
 	fail := errors.New("db down")
-	quiet := broker.AckPolicy{Logger: discard()}
+	bad := postbox.Permanent(fmt.Errorf("%w: message ID is 300 bytes", postbox.ErrInvalidMessage))
+	cfg := &broker.ConsumeConfig{Logger: discard(), NackDelay: func(attempt int) time.Duration { return time.Duration(attempt) * time.Second }}
 	for name, tc := range map[string]struct {
-		err     error
-		attempt int
-		reject  bool
-		ctxDone bool
-		want    string
+		outcome  postbox.Outcome
+		err      error
+		attempt  int
+		reject   bool
+		noReject bool
+		ctxDone  bool
+		want     string
 	}{
-		"success acks":                       {want: "ack ctxerr=<nil>"},
-		"error nacks with backoff":           {err: fail, attempt: 1, want: "nack 1s ctxerr=<nil>"},
-		"backoff grows":                      {err: fail, attempt: 4, want: "nack 8s ctxerr=<nil>"},
-		"backoff is capped":                  {err: fail, attempt: 40, want: "nack 1m0s ctxerr=<nil>"},
-		"permanent rejects":                  {err: postbox.Permanent(fail), attempt: 1, reject: true, want: "reject"},
-		"permanent without reject nacks":     {err: postbox.Permanent(fail), attempt: 1, want: "nack 1s ctxerr=<nil>"},
-		"error while stopping nacks at once": {err: context.Canceled, attempt: 3, ctxDone: true, want: "nack 0s ctxerr=<nil>"},
-		"success while stopping still acks":  {ctxDone: true, want: "ack ctxerr=<nil>"},
+		"processed acks":                      {outcome: postbox.Processed, want: "ack ctxerr=<nil>"},
+		"duplicate acks":                      {outcome: postbox.Duplicate, want: "ack ctxerr=<nil>"},
+		"failed acks":                         {outcome: postbox.Failed, want: "ack ctxerr=<nil>"},
+		"retry nacks with the delay":          {outcome: postbox.Retry, err: fail, attempt: 4, want: "nack 4s ctxerr=<nil>"},
+		"rejected rejects":                    {outcome: postbox.Rejected, err: bad, attempt: 1, reject: true, want: "reject"},
+		"rejected without reject acks":        {outcome: postbox.Rejected, err: bad, attempt: 1, noReject: true, want: "ack ctxerr=<nil>"},
+		"retry while stopping nacks at once":  {outcome: postbox.Retry, err: context.Canceled, attempt: 3, ctxDone: true, want: "nack 0s ctxerr=<nil>"},
+		"processed while stopping still acks": {outcome: postbox.Processed, ctxDone: true, want: "ack ctxerr=<nil>"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var s interface {
@@ -131,28 +139,61 @@ func TestAckAfter(t *testing.T) {
 			if tc.reject {
 				s = &rejecting{}
 			}
+			if tc.noReject {
+				s = &ackless{}
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var got postbox.Message
-			h := quiet.Wrap(func(ctx context.Context, m postbox.Message) error {
-				got = m
-				if tc.ctxDone {
-					cancel() // Receive stops while the handler commits
+			var got *broker.Delivery
+			var seen postbox.Outcome = -1
+			cfg := *cfg
+			cfg.OnOutcome = func(_ context.Context, d *broker.Delivery, res postbox.Result, err error) {
+				if d.Settled() {
+					t.Error("OnOutcome called after the delivery was settled")
 				}
-				return tc.err
+				seen = res.Outcome
+			}
+			h := broker.ConsumeHandler(&cfg, func(ctx context.Context, d *broker.Delivery) (postbox.Result, error) {
+				got = d
+				if tc.ctxDone {
+					cancel() // Receive stops while the delivery commits
+				}
+				return postbox.Result{Outcome: tc.outcome, Err: tc.err}, tc.err
 			})
 			broker.Dispatch(ctx, delivery(s, tc.attempt), h)
-			if got.ID != "m1" {
-				t.Fatalf("handler got %+v", got)
+			if got == nil || got.Message.ID != "m1" {
+				t.Fatalf("process got %+v", got)
 			}
 			want(t, s.got(), tc.want)
+			if seen != tc.outcome {
+				t.Errorf("OnOutcome saw %v; want %v", seen, tc.outcome)
+			}
 		})
 	}
 }
 
-func TestAckAfterCustomDelay(t *testing.T) {
-	s := &settlements{}
-	p := broker.AckPolicy{Logger: discard(), NackDelay: func(attempt int) time.Duration { return time.Duration(attempt) * time.Millisecond }}
-	broker.Dispatch(context.Background(), delivery(s, 7), p.Wrap(func(context.Context, postbox.Message) error { return errors.New("x") }))
-	want(t, s.got(), "nack 7ms ctxerr=<nil>")
+func TestConsumeDefaultNackDelay(t *testing.T) {
+	for attempt, full := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 40: time.Minute} {
+		for range 50 {
+			if d := broker.Backoff(attempt); d > full || d < full*8/10 {
+				t.Fatalf("default NackDelay(%d) = %v; want within a fifth below %v", attempt, d, full)
+			}
+		}
+	}
 }
+
+func TestConsumeRefusesMissingArguments(t *testing.T) {
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"subscriber": broker.Consume[struct{}](ctx, nil, nil, nil, nil),
+		"consumer":   broker.Consume[struct{}](ctx, &subscriber{}, nil, nil, nil),
+	} {
+		if !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("Consume without a %s: %v; want ErrInvalidConfig naming it", name, err)
+		}
+	}
+}
+
+type subscriber struct{}
+
+func (*subscriber) Receive(context.Context, broker.DeliveryHandler) error { return nil }

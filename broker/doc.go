@@ -11,15 +11,17 @@
 //
 // # Receiving
 //
-// A Subscriber calls a DeliveryHandler for each message until its context is cancelled. The handler settles the
-// Delivery: Ack when the message's effects are committed, Nack to have it delivered again. AckAfter turns a plain
-// message handler into a DeliveryHandler that acks only after the handler returned nil, which is how the inbox is
-// wired to a broker:
+// A Subscriber calls a DeliveryHandler for each message until its context is cancelled; the handler settles the
+// Delivery: Ack when the message's effects are committed, Nack to have it delivered again, Reject to drop it for
+// good. Consume wires a Subscriber to a postbox.Consumer, so that each message is processed exactly once with its
+// inbox row and settled by the outcome, with no glue:
 //
-//	handle := broker.AckAfter(func(ctx context.Context, m postbox.Message) error {
-//		return postbox.Process(ctx, client, "billing", m, apply) // commits the inbox row and the effects
-//	})
-//	err := sub.Receive(ctx, handle) // blocks until ctx is cancelled
+//	consumer, err := postbox.NewConsumer(client, "billing", nil)
+//	if err != nil {
+//		return err
+//	}
+//	// Blocks until ctx is cancelled. apply is a postbox.Handler: it writes on tx and returns the messages to enqueue.
+//	err = broker.Consume(ctx, sub, consumer, apply, nil)
 //
 // If the process dies between the commit and the ack, the broker delivers the message again and the inbox
 // recognises its ID, so the effects still happen once.

@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,18 +37,4 @@ func ExampleCloudEvents() {
 	// ce_type: order.created
 	// content-type: application/json
 	// true order-42 {"total":42}
-}
-
-func ExampleAckAfter() {
-	var sub broker.Subscriber // natsbroker.NewSubscriber(...), webhook.NewReceiver(...)…
-	handle := broker.AckAfter(func(ctx context.Context, m postbox.Message) error {
-		// Apply m in a transaction together with its inbox row (postbox.Process). Returning nil acks m after
-		// the commit; an error nacks it for redelivery with backoff.
-		return nil
-	})
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if sub != nil {
-		_ = sub.Receive(ctx, handle) // blocks until ctx is cancelled
-	}
 }

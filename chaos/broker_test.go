@@ -82,7 +82,7 @@ func publisher(cfg roleConfig, log *slog.Logger) (postbox.Publisher, func(), err
 }
 
 // receiver returns a function that runs one Receive on cfg's broker, and a function that closes its connection.
-func receiver(cfg roleConfig, log *slog.Logger) (func(ctx context.Context, handle broker.DeliveryHandler) error, func(), error) {
+func receiver(cfg roleConfig, log *slog.Logger) (receiveFunc, func(), error) {
 	switch cfg.Broker {
 	case brokerAMQP:
 		sub, err := amqpbroker.NewSubscriber(&amqpbroker.SubscriberConfig{ConnConfig: amqpConn(cfg), Queue: cfg.Consumer,
@@ -117,6 +117,13 @@ func receiver(cfg roleConfig, log *slog.Logger) (func(ctx context.Context, handl
 		}
 		return receive, nc.Close, nil
 	}
+}
+
+// receiveFunc is a broker.Subscriber made of its Receive method.
+type receiveFunc func(ctx context.Context, handle broker.DeliveryHandler) error
+
+func (f receiveFunc) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
+	return f(ctx, handle)
 }
 
 // setupNATS starts the scenario's nats-server and creates its stream and durable consumer.

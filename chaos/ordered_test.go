@@ -49,7 +49,7 @@ func poisonOrdered(t *testing.T, holds bool) {
 	rc := w.relayConfig()
 	rc.MaxAttempts, rc.DeadHoldsKey = maxAttempts, holds
 	// One message of each key per batch at most: a batch walks the backlog until it has BatchSize heads of keys,
-	// so it stays within the busy keys (RelayConfig.Ordered).
+	// so it stays within the busy keys (postbox.Config.Ordered).
 	rc.BatchSize = eventKeys / 2
 	// Slow retries keep the poison pending for about (maxAttempts-1)·Backoff, long enough to see k00 wait.
 	rc.Backoff = size(time.Second, 3*time.Second)

@@ -33,7 +33,7 @@ type roleConfig struct {
 	Prefix   string // the scenario's table prefix
 	Stream   string
 	Consumer string // the durable consumer's and the inbox consumer's name
-	Ordered  bool   // the outbox is migrated for ordered relays, and relays claim in per-key order
+	Ordered  bool   // the clients are ordered: the outbox is migrated for it, and relays claim in per-key order
 
 	// Relay
 	BatchSize    int
@@ -67,7 +67,7 @@ func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Clien
 type roleStats struct {
 	mu       sync.Mutex
 	relay    postbox.RelayStats
-	outcomes [4]atomic.Int64 // deliveries by postbox.Outcome
+	outcomes [5]atomic.Int64 // deliveries by postbox.Outcome
 }
 
 func (s *roleStats) addRelay(r postbox.RelayStats) {
@@ -94,10 +94,10 @@ func (s *roleStats) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fmt.Sprintf("in-process relays: %d published, %d failed publishes retried, %d dead, %d claim or settle errors; "+
-		"in-process consumers: %d processed, %d duplicates, %d retries, %d failed",
+		"in-process consumers: %d processed, %d duplicates, %d retries, %d failed, %d rejected",
 		s.relay.Published, s.relay.Failed, s.relay.Dead, s.relay.Errors,
 		s.outcomes[postbox.Processed].Load(), s.outcomes[postbox.Duplicate].Load(), s.outcomes[postbox.Retry].Load(),
-		s.outcomes[postbox.Failed].Load())
+		s.outcomes[postbox.Failed].Load(), s.outcomes[postbox.Rejected].Load())
 }
 
 // redeliveries is what consumers report about messages delivered again: the IDs that consumer processes
@@ -160,7 +160,7 @@ func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(
 	defer closePub()
 	rc := &postbox.RelayConfig{
 		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
-		PublishTimeout: 3 * time.Second, Ordered: cfg.Ordered, DeadHoldsKey: cfg.DeadHoldsKey,
+		PublishTimeout: 3 * time.Second, DeadHoldsKey: cfg.DeadHoldsKey,
 	}
 	if backoff := cfg.Backoff; backoff > 0 {
 		rc.Backoff = func(int) time.Duration { return backoff }
@@ -249,21 +249,19 @@ func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks co
 		}
 		return nil, nil
 	}
-	handle := broker.AckPolicy{Logger: log, NackDelay: func(int) time.Duration { return 200 * time.Millisecond }}.Wrap(
-		func(ctx context.Context, m postbox.Message) error {
-			res, err := consumer.Process(ctx, m, apply)
+	ccfg := &broker.ConsumeConfig{Logger: log, NackDelay: func(int) time.Duration { return 200 * time.Millisecond },
+		OnOutcome: func(_ context.Context, d *broker.Delivery, res postbox.Result, err error) {
 			stats.addOutcome(res.Outcome)
 			switch {
 			case err != nil:
 			case res.Outcome == postbox.Processed && hooks.afterCommit != nil:
-				hooks.afterCommit(m.ID)
+				hooks.afterCommit(d.Message.ID) // committed, not yet acked
 			case res.Outcome == postbox.Duplicate && hooks.duplicate != nil:
-				hooks.duplicate(m.ID)
+				hooks.duplicate(d.Message.ID)
 			}
-			return err
-		})
+		}}
 	for ctx.Err() == nil {
-		err := receive(ctx, handle)
+		err := broker.Consume(ctx, receive, consumer, apply, ccfg)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("receive ended; starting again", "err", err)
 			wait(ctx, 200*time.Millisecond)

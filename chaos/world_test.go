@@ -57,8 +57,8 @@ type worldOptions struct {
 	broker string
 	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
 	amqpURL string
-	// ordered migrates the outbox for ordered relays (postbox.Config.Ordered) and makes relays claim in per-key
-	// order (RelayConfig.Ordered).
+	// ordered makes every client ordered (postbox.Config.Ordered): the outbox is migrated for it and relays claim
+	// in per-key order.
 	ordered bool
 }
 

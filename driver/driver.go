@@ -32,8 +32,9 @@ type Capabilities struct {
 type Driver[TTx any] interface {
 	// Capabilities reports what the database supports.
 	Capabilities() Capabilities
-	// Store returns the operations on one validated table set. It does no I/O.
-	Store(names Names) Store[TTx]
+	// Store returns the operations on the table set names. It does no I/O, and returns an error, before any SQL
+	// is built, when names fails Names.Validate or asks for what Capabilities lacks (a schema, partitions).
+	Store(names Names) (Store[TTx], error)
 	// Begin starts a transaction of the caller's type, for helpers that run a function in a transaction.
 	Begin(ctx context.Context) (TTx, error)
 	// Commit commits tx.
@@ -67,31 +68,36 @@ type Store[TTx any] interface {
 	RetryDead(ctx context.Context, f DeadFilter, now time.Time) (int64, error)
 	// PurgeDead deletes dead records matching f.
 	PurgeDead(ctx context.Context, f DeadFilter) (int64, error)
-	// Cleanup deletes the records p selects in batches of at most p.BatchSize rows, each batch its own
-	// transaction, until none is left or ctx is done. It never deletes a pending record. One instance cleans a
-	// table at a time: Cleanup returns ErrLocked when another holds the table's cleanup lock.
+	// Cleanup deletes one batch of what p selects: at most p.Limit rows of each selected set (published records,
+	// dead records, inbox claims, inbox failure counts), oldest first, in one short transaction or, where DDL and
+	// long transactions are costly (MySQL), one short statement per set. It never deletes a pending record. It
+	// holds the table set's cleanup lock while it deletes, and returns ErrLocked, having deleted nothing, when
+	// another instance holds it. The caller calls again while a set came back full (p.Limit rows).
 	Cleanup(ctx context.Context, p CleanupParams) (CleanupResult, error)
 
 	// InboxStore holds the inbox operations.
 	InboxStore[TTx]
 }
 
-// CleanupParams select the records Cleanup deletes.
+// CleanupParams select the rows one Cleanup call deletes. A zero time selects none of its set.
 type CleanupParams struct {
-	// PublishedBefore selects published records whose PublishedAt is before it. Zero selects none.
+	// PublishedBefore selects published records whose PublishedAt is before it.
 	PublishedBefore time.Time
 	// DeadBefore selects dead records whose AvailableAt is before it. A failure sets AvailableAt to the failure
-	// time plus its backoff, so a selected record died before DeadBefore. Zero selects none.
+	// time plus its backoff, so a selected record died before DeadBefore.
 	DeadBefore time.Time
-	// BatchSize bounds the rows one delete statement removes.
-	BatchSize int
+	// InboxBefore selects inbox claims received before it and inbox failure counts last updated before it.
+	InboxBefore time.Time
+	// Limit bounds the rows deleted from each selected set. It must be positive.
+	Limit int
 }
 
-// CleanupResult counts what Cleanup deleted.
+// CleanupResult counts the rows one Cleanup call deleted, per set.
 type CleanupResult struct {
-	Published int64 // published records deleted
-	Dead      int64 // dead records deleted
-	Batches   int   // delete statements that removed at least one row
+	Published     int64 // published records
+	Dead          int64 // dead records
+	InboxClaims   int64 // inbox claims
+	InboxFailures int64 // inbox failure counts
 }
 
 // ClaimParams select the records to claim.

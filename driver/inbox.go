@@ -17,10 +17,6 @@ type InboxStore[TTx any] interface {
 	// back. When the count reaches f.MaxFailures, or f.Give is set, it records the message as failed in the
 	// inbox, so that later deliveries are duplicates.
 	InboxFail(ctx context.Context, tx TTx, f InboxFailure) (InboxFailResult, error)
-	// InboxCleanup deletes at most limit claims received before the cutoff, and at most limit failure counts last
-	// updated before it. It returns how many rows it deleted in all, and ErrLocked when another instance is
-	// cleaning the same inbox.
-	InboxCleanup(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // InboxFailure is one failed delivery to count.

@@ -40,6 +40,21 @@ type Names struct {
 	Ordered bool
 }
 
+// ValidateFor checks every identifier, as Validate does, and that the database described by caps has what n asks
+// for: a schema, partitioned tables. Drivers call it in Driver.Store.
+func (n Names) ValidateFor(caps Capabilities) error {
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	if n.Schema != "" && !caps.Schemas {
+		return fmt.Errorf("postbox: schema %q is set but %s has no schemas; leave it empty", n.Schema, caps.Dialect)
+	}
+	if n.Partitioned && !caps.Partitions {
+		return fmt.Errorf("postbox: partitioned tables are asked for but %s has no table partitioning", caps.Dialect)
+	}
+	return nil
+}
+
 // Validate checks every identifier.
 func (n Names) Validate() error {
 	if n.Schema != "" {
@@ -60,7 +75,7 @@ func (n Names) Validate() error {
 }
 
 // QuoteIdent quotes one identifier with double quotes (ANSI SQL, PostgreSQL, SQLite). MySQL quotes with
-// backticks: use the dialect's QuoteIdent in package sqlshared for SQL that may run there.
+// backticks instead.
 func QuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // Derived returns an identifier derived from base with suffix, shortened with a hash when it would exceed

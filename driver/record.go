@@ -2,8 +2,8 @@ package driver
 
 import "time"
 
-// Message is an event to publish. It is defined here so that drivers can use it without importing the root
-// package; users see it as postbox.Message.
+// Message is the message part of an outbox row, as a store reads and writes it. Users hold postbox.Message, which
+// has the same fields and documents them; the core converts between the two, so a store never imports the core.
 type Message struct {
 	// ID is the message's stable identity (a UUID in canonical text form). Enqueue fills it with a UUIDv7 when
 	// empty. It is the broker-side dedup key and the consumer's inbox key.
@@ -23,7 +23,7 @@ type Message struct {
 	AvailableAt time.Time
 }
 
-// Status is the state of a stored record.
+// Status is the state of an outbox row; postbox.Status has the same values.
 type Status string
 
 // Record states.
@@ -33,7 +33,8 @@ const (
 	StatusDead      Status = "dead"
 )
 
-// Record is a stored message with its delivery bookkeeping.
+// Record is an outbox row: a message with its delivery bookkeeping, as Insert writes it and Claim and ListDead
+// read it. Users hold postbox.Record, which has the same fields.
 type Record struct {
 	Message
 	Status      Status

@@ -1,14 +1,15 @@
-// Package jsonschema checks event payloads against a JSON Schema, for the Postbox event registry. It implements the
-// validation keywords event contracts use, and refuses a schema that uses any other, so that no rule is silently
-// ignored:
+// Package jsonschema checks event payloads against a JSON Schema, for the Postbox event registry. It validates with
+// github.com/santhosh-tekuri/jsonschema/v6, which passes the JSON-Schema-Test-Suite, so a payload is judged as the
+// validators of producers in other languages judge it:
 //
-//   - type (one name or a list), enum, const
-//   - object: properties, required, additionalProperties (boolean or schema), minProperties, maxProperties
-//   - array: items (one schema), minItems, maxItems, uniqueItems
-//   - string: minLength, maxLength (in characters), pattern (Go regexp syntax)
-//   - number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, as in draft 2020-12), multipleOf
-//   - annotations, which are accepted and not checked: $schema, $id, $comment, title, description, default,
-//     examples, format, deprecated, readOnly, writeOnly
+//   - drafts 4, 6, 7, 2019-09 and 2020-12, chosen by the schema's $schema (default: 2020-12);
+//   - every validation keyword, $ref and $defs included; a $ref must point inside the schema, since nothing is
+//     loaded from files or the network;
+//   - pattern and patternProperties in ECMA-262 syntax, the syntax the standard names;
+//   - format as an annotation, not an assertion, as the 2020-12 draft prescribes.
+//
+// Errors say where the payload breaks the schema and which rule it breaks, without quoting the payload's values,
+// which may be personal data.
 //
 // A compiled *Schema is a postbox.Contract:
 //
@@ -22,52 +23,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"regexp"
-	"slices"
-	"sort"
 	"strings"
-	"unicode/utf8"
+	"time"
+
+	"github.com/dlclark/regexp2"
+	sjs "github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // Schema is a compiled schema. It is safe for concurrent use.
 type Schema struct {
-	types      []string // empty: any
-	enum       []any
-	constant   *any
-	properties map[string]*Schema
-	required   []string
-	addl       *Schema // nil: any additional property
-	noAddl     bool    // additionalProperties: false
-	minProps   *int
-	maxProps   *int
-	items      *Schema
-	minItems   *int
-	maxItems   *int
-	unique     bool
-	minLen     *int
-	maxLen     *int
-	pattern    *regexp.Regexp
-	min, max   *big.Rat
-	exMin      *big.Rat
-	exMax      *big.Rat
-	multipleOf *big.Rat
-	never      bool // the schema false
+	s *sjs.Schema
 }
 
-var annotations = map[string]bool{"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
-	"default": true, "examples": true, "format": true, "deprecated": true, "readOnly": true, "writeOnly": true}
+// schemaURL names the schema being compiled; errors about the schema show locations relative to it.
+const schemaURL = "postbox:schema.json"
 
-var typeNames = []string{"object", "array", "string", "number", "integer", "boolean", "null"}
-
-// Compile parses a JSON Schema document. It returns an error naming the first keyword it does not support or
-// whose value is malformed, with the path to it.
+// Compile parses and compiles a JSON Schema document. It returns an error saying where a document is not a valid
+// schema, or refers to anything outside itself.
 func Compile(doc []byte) (*Schema, error) {
 	v, err := decode(doc)
 	if err != nil {
-		return nil, fmt.Errorf("jsonschema: the schema is not valid JSON: %w", err)
+		return nil, fmt.Errorf("jsonschema: the schema is not valid JSON: %v", err)
 	}
-	return compile(v, "#")
+	c := sjs.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(ecmaRegexp)
+	if err := c.AddResource(schemaURL, v); err != nil {
+		return nil, fmt.Errorf("jsonschema: %v", err)
+	}
+	s, err := c.Compile(schemaURL)
+	var sve *sjs.SchemaValidationError
+	var ve *sjs.ValidationError
+	switch {
+	case errors.As(err, &sve) && errors.As(sve.Err, &ve):
+		// The document breaks its draft's metaschema: say where, once, rather than the whole tree.
+		leaf := first(ve)
+		return nil, fmt.Errorf("jsonschema: the schema at %s: %s", pointer("#", leaf.InstanceLocation),
+			leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
+	case err != nil:
+		return nil, fmt.Errorf("jsonschema: %s", strings.ReplaceAll(err.Error(), schemaURL, "schema"))
+	}
+	return &Schema{s: s}, nil
 }
 
 // MustCompile is Compile for schemas fixed in the program; it panics on an error.
@@ -79,14 +78,30 @@ func MustCompile(doc string) *Schema {
 	return s
 }
 
+// Check validates a payload against the schema. The error names the first violation and where it is, as a JSON
+// Pointer below "payload".
+func (s *Schema) Check(payload []byte) error {
+	v, err := decode(payload)
+	if err != nil {
+		return fmt.Errorf("payload is not valid JSON: %v", err)
+	}
+	err = s.s.Validate(v)
+	var ve *sjs.ValidationError
+	if errors.As(err, &ve) {
+		return describe(first(ve))
+	}
+	return err
+}
+
+// decode reads exactly one JSON value, numbers kept exact.
 func decode(b []byte) (any, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("it is empty")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("it is empty")
-		}
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -95,358 +110,110 @@ func decode(b []byte) (any, error) {
 	return v, nil
 }
 
-func compile(v any, path string) (*Schema, error) {
-	if b, ok := v.(bool); ok {
-		return &Schema{never: !b}, nil
+// first returns the first leaf of the error tree: the innermost rule that failed.
+func first(ve *sjs.ValidationError) *sjs.ValidationError {
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("jsonschema: %s: a schema must be an object or a boolean", path)
-	}
-	s := &Schema{}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := s.keyword(k, m[k], path+"/"+k); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return ve
 }
 
-func (s *Schema) keyword(k string, v any, path string) error {
-	bad := func(want string) error { return fmt.Errorf("jsonschema: %s must be %s", path, want) }
-	var err error
-	switch k {
-	case "type":
-		switch t := v.(type) {
-		case string:
-			s.types = []string{t}
-		case []any:
-			for _, e := range t {
-				name, ok := e.(string)
-				if !ok {
-					return bad("a type name or a list of them")
-				}
-				s.types = append(s.types, name)
-			}
-		default:
-			return bad("a type name or a list of them")
-		}
-		for _, t := range s.types {
-			if !slices.Contains(typeNames, t) {
-				return fmt.Errorf("jsonschema: %s: unknown type %q; use one of %s", path, t, strings.Join(typeNames, ", "))
-			}
-		}
-	case "enum":
-		list, ok := v.([]any)
-		if !ok || len(list) == 0 {
-			return bad("a non-empty list")
-		}
-		s.enum = list
-	case "const":
-		s.constant = &v
-	case "properties":
-		props, ok := v.(map[string]any)
-		if !ok {
-			return bad("an object of schemas")
-		}
-		s.properties = map[string]*Schema{}
-		for name, ps := range props {
-			if s.properties[name], err = compile(ps, path+"/"+name); err != nil {
-				return err
-			}
-		}
-	case "required":
-		list, ok := v.([]any)
-		if !ok {
-			return bad("a list of property names")
-		}
-		for _, e := range list {
-			name, ok := e.(string)
-			if !ok {
-				return bad("a list of property names")
-			}
-			s.required = append(s.required, name)
-		}
-	case "additionalProperties":
-		if b, ok := v.(bool); ok {
-			s.noAddl = !b
-			return nil
-		}
-		s.addl, err = compile(v, path)
-	case "items":
-		s.items, err = compile(v, path)
-	case "uniqueItems":
-		b, ok := v.(bool)
-		if !ok {
-			return bad("a boolean")
-		}
-		s.unique = b
-	case "pattern":
-		str, ok := v.(string)
-		if !ok {
-			return bad("a regular expression")
-		}
-		if s.pattern, err = regexp.Compile(str); err != nil {
-			return fmt.Errorf("jsonschema: %s: %w", path, err)
-		}
-	case "minProperties", "maxProperties", "minItems", "maxItems", "minLength", "maxLength":
-		n, ok := count(v)
-		if !ok {
-			return bad("a non-negative integer")
-		}
-		*map[string]**int{"minProperties": &s.minProps, "maxProperties": &s.maxProps, "minItems": &s.minItems,
-			"maxItems": &s.maxItems, "minLength": &s.minLen, "maxLength": &s.maxLen}[k] = &n
-	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
-		r, ok := number(v)
-		if !ok {
-			return bad("a number")
-		}
-		if k == "multipleOf" && r.Sign() <= 0 {
-			return bad("a positive number")
-		}
-		*map[string]**big.Rat{"minimum": &s.min, "maximum": &s.max, "exclusiveMinimum": &s.exMin,
-			"exclusiveMaximum": &s.exMax, "multipleOf": &s.multipleOf}[k] = r
+// describe words one violation without the payload's values.
+func describe(ve *sjs.ValidationError) error {
+	at := pointer("payload", ve.InstanceLocation)
+	var msg string
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Type:
+		msg = fmt.Sprintf("is %s; want %s", article(k.Got), strings.Join(k.Want, " or "))
+	case *kind.Required:
+		msg = fmt.Sprintf("is missing the required property %q", k.Missing[0])
+	case *kind.AdditionalProperties:
+		msg = fmt.Sprintf("has the property %q, which the schema does not allow", k.Properties[0])
+	case *kind.Enum:
+		msg = fmt.Sprintf("is not one of the %d values the schema allows", len(k.Want))
+	case *kind.Const:
+		msg = "does not equal the constant the schema sets"
+	case *kind.Pattern:
+		msg = fmt.Sprintf("does not match the pattern %s", k.Want)
+	case *kind.MinLength:
+		msg = bound(k.Got, "characters", "minimum", k.Want)
+	case *kind.MaxLength:
+		msg = bound(k.Got, "characters", "maximum", k.Want)
+	case *kind.MinItems:
+		msg = bound(k.Got, "items", "minimum", k.Want)
+	case *kind.MaxItems:
+		msg = bound(k.Got, "items", "maximum", k.Want)
+	case *kind.MinProperties:
+		msg = bound(k.Got, "properties", "minimum", k.Want)
+	case *kind.MaxProperties:
+		msg = bound(k.Got, "properties", "maximum", k.Want)
+	case *kind.UniqueItems:
+		msg = fmt.Sprintf("has equal items at %d and %d; the schema wants them unique", k.Duplicates[0], k.Duplicates[1])
+	case *kind.Minimum:
+		msg = fmt.Sprintf("is below the minimum %s", k.Want.RatString())
+	case *kind.Maximum:
+		msg = fmt.Sprintf("is above the maximum %s", k.Want.RatString())
+	case *kind.ExclusiveMinimum:
+		msg = fmt.Sprintf("must be above %s", k.Want.RatString())
+	case *kind.ExclusiveMaximum:
+		msg = fmt.Sprintf("must be below %s", k.Want.RatString())
+	case *kind.MultipleOf:
+		msg = fmt.Sprintf("is not a multiple of %s", k.Want.RatString())
+	case *kind.FalseSchema:
+		msg = "is not allowed by the schema"
 	default:
-		if annotations[k] {
-			return nil
-		}
-		return fmt.Errorf("jsonschema: %s: keyword %q is not supported; see the package documentation for the keywords Postbox checks", path, k)
+		msg = fmt.Sprintf("fails the schema's %q rule", strings.Join(k.KeywordPath(), "/"))
 	}
-	return err
+	return fmt.Errorf("%s %s", at, msg)
 }
 
-func count(v any) (int, bool) {
-	r, ok := number(v)
-	if !ok || !r.IsInt() || r.Sign() < 0 || !r.Num().IsInt64() {
-		return 0, false
-	}
-	return int(r.Num().Int64()), true
+// bound words a count outside its limit: "has 0 items; the minimum is 1".
+func bound(got int, what, limit string, want int) string {
+	return fmt.Sprintf("has %d %s; the %s is %d", got, what, limit, want)
 }
 
-func number(v any) (*big.Rat, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return nil, false
+// pointer returns the JSON Pointer of tokens below root.
+func pointer(root string, tokens []string) string {
+	for _, tok := range tokens {
+		root += "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(tok)
 	}
-	return new(big.Rat).SetString(n.String())
+	return root
 }
 
-// Check validates a payload against the schema. The error names the first violation and where it is, as a JSON
-// pointer; it does not quote the payload.
-func (s *Schema) Check(payload []byte) error {
-	v, err := decode(payload)
+func article(typ string) string {
+	if strings.IndexByte("aeiou", typ[0]) >= 0 {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+// noLoader refuses every reference outside the schema: a schema from a config file must not make the process read
+// files or fetch URLs.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema; only references within it (#/$defs/...) are allowed", url)
+}
+
+// matchTimeout bounds one pattern match: ECMA-262 patterns backtrack, and a payload must not stall a producer.
+// A match that runs out of time fails.
+const matchTimeout = 100 * time.Millisecond
+
+// ecmaRegexp compiles patterns as ECMA-262 regular expressions, the dialect JSON Schema specifies.
+func ecmaRegexp(s string) (sjs.Regexp, error) {
+	re, err := regexp2.Compile(s, regexp2.ECMAScript)
 	if err != nil {
-		return fmt.Errorf("payload is not valid JSON: %v", err)
+		return nil, err
 	}
-	return s.validate(v, "")
+	re.MatchTimeout = matchTimeout
+	return (*ecma)(re), nil
 }
 
-func where(path string) string {
-	if path == "" {
-		return "payload"
-	}
-	return "payload" + path
+type ecma regexp2.Regexp
+
+func (re *ecma) MatchString(s string) bool {
+	ok, err := (*regexp2.Regexp)(re).MatchString(s)
+	return err == nil && ok
 }
 
-func (s *Schema) validate(v any, path string) error {
-	if s.never {
-		return fmt.Errorf("%s is not allowed", where(path))
-	}
-	if len(s.types) > 0 && !slices.ContainsFunc(s.types, func(t string) bool { return hasType(v, t) }) {
-		return fmt.Errorf("%s is %s; want %s", where(path), typeOf(v), strings.Join(s.types, " or "))
-	}
-	if s.constant != nil && !equal(v, *s.constant) {
-		return fmt.Errorf("%s does not equal the constant the schema requires", where(path))
-	}
-	if s.enum != nil && !slices.ContainsFunc(s.enum, func(e any) bool { return equal(v, e) }) {
-		return fmt.Errorf("%s is not one of the %d values the schema allows", where(path), len(s.enum))
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		return s.validateObject(x, path)
-	case []any:
-		return s.validateArray(x, path)
-	case string:
-		n := utf8.RuneCountInString(x)
-		if s.minLen != nil && n < *s.minLen {
-			return fmt.Errorf("%s has %d characters; the minimum is %d", where(path), n, *s.minLen)
-		}
-		if s.maxLen != nil && n > *s.maxLen {
-			return fmt.Errorf("%s has %d characters; the maximum is %d", where(path), n, *s.maxLen)
-		}
-		if s.pattern != nil && !s.pattern.MatchString(x) {
-			return fmt.Errorf("%s does not match the pattern %s", where(path), s.pattern)
-		}
-	case json.Number:
-		return s.validateNumber(x, path)
-	}
-	return nil
-}
-
-func (s *Schema) validateObject(o map[string]any, path string) error {
-	for _, name := range s.required {
-		if _, ok := o[name]; !ok {
-			return fmt.Errorf("%s is missing the required property %q", where(path), name)
-		}
-	}
-	if s.minProps != nil && len(o) < *s.minProps {
-		return fmt.Errorf("%s has %d properties; the minimum is %d", where(path), len(o), *s.minProps)
-	}
-	if s.maxProps != nil && len(o) > *s.maxProps {
-		return fmt.Errorf("%s has %d properties; the maximum is %d", where(path), len(o), *s.maxProps)
-	}
-	names := make([]string, 0, len(o))
-	for k := range o {
-		names = append(names, k)
-	}
-	sort.Strings(names) // report the same violation every time
-	for _, k := range names {
-		sub := path + "/" + pointerEscape(k)
-		if ps, ok := s.properties[k]; ok {
-			if err := ps.validate(o[k], sub); err != nil {
-				return err
-			}
-			continue
-		}
-		if s.noAddl {
-			return fmt.Errorf("%s has the property %q, which the schema does not allow", where(path), k)
-		}
-		if s.addl != nil {
-			if err := s.addl.validate(o[k], sub); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Schema) validateArray(a []any, path string) error {
-	if s.minItems != nil && len(a) < *s.minItems {
-		return fmt.Errorf("%s has %d items; the minimum is %d", where(path), len(a), *s.minItems)
-	}
-	if s.maxItems != nil && len(a) > *s.maxItems {
-		return fmt.Errorf("%s has %d items; the maximum is %d", where(path), len(a), *s.maxItems)
-	}
-	for i, e := range a {
-		if s.items != nil {
-			if err := s.items.validate(e, fmt.Sprintf("%s/%d", path, i)); err != nil {
-				return err
-			}
-		}
-		if s.unique {
-			for j := range i {
-				if equal(a[j], e) {
-					return fmt.Errorf("%s has equal items at %d and %d; the schema wants them unique", where(path), j, i)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Schema) validateNumber(n json.Number, path string) error {
-	r, _ := new(big.Rat).SetString(n.String())
-	switch {
-	case s.min != nil && r.Cmp(s.min) < 0:
-		return fmt.Errorf("%s is %s; the minimum is %s", where(path), n, s.min.RatString())
-	case s.max != nil && r.Cmp(s.max) > 0:
-		return fmt.Errorf("%s is %s; the maximum is %s", where(path), n, s.max.RatString())
-	case s.exMin != nil && r.Cmp(s.exMin) <= 0:
-		return fmt.Errorf("%s is %s; it must be above %s", where(path), n, s.exMin.RatString())
-	case s.exMax != nil && r.Cmp(s.exMax) >= 0:
-		return fmt.Errorf("%s is %s; it must be below %s", where(path), n, s.exMax.RatString())
-	case s.multipleOf != nil && !new(big.Rat).Quo(r, s.multipleOf).IsInt():
-		return fmt.Errorf("%s is %s; it must be a multiple of %s", where(path), n, s.multipleOf.RatString())
-	}
-	return nil
-}
-
-func pointerEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func typeOf(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case json.Number:
-		if hasType(x, "integer") {
-			return "an integer"
-		}
-		return "a number"
-	case []any:
-		return "an array"
-	default:
-		return "an object"
-	}
-}
-
-func hasType(v any, t string) bool {
-	switch x := v.(type) {
-	case nil:
-		return t == "null"
-	case bool:
-		return t == "boolean"
-	case string:
-		return t == "string"
-	case json.Number:
-		if t == "number" {
-			return true
-		}
-		r, ok := new(big.Rat).SetString(x.String())
-		return t == "integer" && ok && r.IsInt()
-	case []any:
-		return t == "array"
-	case map[string]any:
-		return t == "object"
-	}
-	return false
-}
-
-// equal compares two decoded JSON values, numbers by value (1 equals 1.0).
-func equal(a, b any) bool {
-	switch x := a.(type) {
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		ra, ok1 := new(big.Rat).SetString(x.String())
-		rb, ok2 := new(big.Rat).SetString(y.String())
-		return ok1 && ok2 && ra.Cmp(rb) == 0
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equal(v, w) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a == b
-	}
-}
+func (re *ecma) String() string { return (*regexp2.Regexp)(re).String() }

@@ -51,7 +51,8 @@ func TestTraceContextThroughNATS(t *testing.T) {
 	c := newClient(t, &postbox.Config{OnEnqueue: postboxotel.InjectTraceContext(nil)})
 	pctx, producer := tp.Tracer("shop").Start(ctx, "place order")
 	err = c.InTx(pctx, func(ctx context.Context, tx *sql.Tx) error {
-		return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`)})
+		_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`)})
+		return err
 	})
 	producer.End()
 	if err != nil {
@@ -83,15 +84,11 @@ func TestTraceContextThroughNATS(t *testing.T) {
 			done <- err
 			return
 		}
-		h := postboxotel.ProcessMiddleware(tp, "billing")(billing.Middleware()(postbox.TxHandler(
-			func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
-				received <- m
-				return nil, nil
-			})))
-		done <- sub.Receive(rctx, broker.AckAfter(func(ctx context.Context, m postbox.Message) error {
-			_, err := h(ctx, m)
-			return err
-		}))
+		h := postboxotel.WrapHandler(tp, "billing", func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
+			received <- m
+			return nil, nil
+		})
+		done <- broker.Consume(rctx, sub, billing, h, nil)
 	}()
 	select {
 	case <-received:

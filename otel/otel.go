@@ -4,8 +4,8 @@
 // Tracing follows a message from the span that enqueues it to the span that processes it. InjectTraceContext,
 // set as postbox.Config.OnEnqueue, stores the enqueuing span's traceparent (and tracestate) in the message's
 // headers, which every broker adapter carries. WrapPublisher wraps the relay's publisher in a "send" span per
-// batch, linked to each message's producer span. StartProcess, or ProcessMiddleware around a postbox.Consumer's
-// middleware, starts the consumer's "process" span, linked to the producer span too. Spans follow the
+// batch, linked to each message's producer span. StartProcess, or WrapHandler around a consumer's
+// postbox.Handler, starts the consumer's "process" span, linked to the producer span too. Spans follow the
 // OpenTelemetry messaging semantic conventions.
 //
 //	client, err := postbox.NewClient(drv, &postbox.Config{OnEnqueue: postboxotel.InjectTraceContext(nil)})
@@ -179,21 +179,20 @@ func StartProcess(ctx context.Context, tp trace.TracerProvider, consumer string,
 	return tracerOr(tp).Start(ctx, "process "+m.Topic, opts...)
 }
 
-// ProcessMiddleware returns a postbox.Middleware that runs each delivery inside a StartProcess span and records
-// the handler's error on it. Put it outermost, so the span covers the transaction and the inbox claim:
+// WrapHandler returns a postbox.Handler that runs h inside a StartProcess span, linked to the message's producer
+// span, and records h's error on it. Give it to postbox.Process, Consumer.Process or broker.Consume. The span
+// covers the handler inside the delivery's transaction: a duplicate, which never reaches the handler, has none.
 //
-//	h := postboxotel.ProcessMiddleware(nil, "billing")(consumer.Middleware()(postbox.TxHandler(handle)))
-func ProcessMiddleware(tp trace.TracerProvider, consumer string) postbox.Middleware {
-	return func(next postbox.HandlerFunc) postbox.HandlerFunc {
-		return func(ctx context.Context, m postbox.Message) ([]postbox.Message, error) {
-			ctx, span := StartProcess(ctx, tp, consumer, m)
-			defer span.End()
-			out, err := next(ctx, m)
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
-			return out, err
+//	err := broker.Consume(ctx, sub, consumer, postboxotel.WrapHandler(nil, "billing", handle), nil)
+func WrapHandler[TTx any](tp trace.TracerProvider, consumer string, h postbox.Handler[TTx]) postbox.Handler[TTx] {
+	return func(ctx context.Context, tx TTx, m postbox.Message) ([]postbox.Message, error) {
+		ctx, span := StartProcess(ctx, tp, consumer, m)
+		defer span.End()
+		out, err := h(ctx, tx, m)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
 		}
+		return out, err
 	}
 }

@@ -46,7 +46,7 @@ func newClient(t *testing.T, cfg *postbox.Config) *postbox.Client[*sql.Tx] {
 func attr(attrs []attribute.KeyValue, key string) string {
 	for _, a := range attrs {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -63,7 +63,8 @@ func TestTraceContextFlowsFromEnqueueToConsumer(t *testing.T) {
 	ctx, producer := tp.Tracer("shop").Start(context.Background(), "place order")
 	headers := map[string]string{"source": "web"}
 	err := c.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`), Headers: headers})
+		_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{}`), Headers: headers})
+		return err
 	})
 	producer.End()
 	if err != nil {
@@ -74,7 +75,8 @@ func TestTraceContextFlowsFromEnqueueToConsumer(t *testing.T) {
 	}
 	// A message enqueued outside any span gets no traceparent.
 	if err := c.InTx(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-		return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}

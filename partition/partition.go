@@ -28,7 +28,6 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/driver/sqlshared"
 )
 
 // Defaults for Config.
@@ -45,7 +44,7 @@ const (
 )
 
 // ErrNotPartitioned is returned for a table created without postbox.Config.Partitioned.
-var ErrNotPartitioned = sqlshared.ErrNotPartitioned
+var ErrNotPartitioned = errors.New("postbox: table is not partitioned")
 
 // Config configures a Maintainer. The zero value is valid: every field has a default.
 type Config struct {
@@ -62,7 +61,7 @@ type Config struct {
 	// UUIDv7 ID), which is never later than its delivery: an inbox partition is dropped once its whole range is
 	// older than InboxRetention. It must exceed the longest time from a message's creation to its last possible
 	// redelivery, or a late redelivery is processed again. Claims of IDs that are not UUIDv7 are left to
-	// postbox.Client.InboxCleanup. Default: DefaultInboxRetention (7 days).
+	// a postbox.Cleaner. Default: DefaultInboxRetention (7 days).
 	InboxRetention time.Duration
 	// DropDead lets a partition past retention be dropped with its dead messages. Default: false, so dead
 	// messages keep their partition until an operator retries or purges them.
@@ -134,8 +133,8 @@ type Result struct {
 // inbox. It is safe for concurrent use, and any number of maintainers may run on one table set: a named lock (a
 // transaction-level advisory lock on PostgreSQL, GET_LOCK on MySQL) lets one act at a time.
 type Maintainer struct {
-	db    sqlshared.Maintainable
-	d     sqlshared.Dialect
+	db    driver.SessionOpener
+	d     ddl
 	names driver.Names
 	clock postbox.Clock
 	cfg   Config
@@ -148,11 +147,13 @@ func New[TTx any](client *postbox.Client[TTx], cfg *Config) (*Maintainer, error)
 	if client == nil {
 		return nil, fmt.Errorf("%w: partition.New needs a client from postbox.NewClient", postbox.ErrInvalidConfig)
 	}
-	db, ok := client.Driver().(sqlshared.Maintainable)
+	db, ok := client.Driver().(driver.SessionOpener)
 	if !ok {
 		return nil, fmt.Errorf("%w: driver %T cannot maintain partitions; use pgxv5 or databasesql", postbox.ErrInvalidConfig, client.Driver())
 	}
-	if caps := db.Dialect().Capabilities(); !caps.Partitions {
+	caps := client.Driver().Capabilities()
+	d, ok := ddlFor(caps.Dialect)
+	if !caps.Partitions || !ok {
 		return nil, fmt.Errorf("%w: %s has no table partitioning; use postbox.Cleaner", postbox.ErrInvalidConfig, caps.Dialect)
 	}
 	c := cfg.WithDefaults()
@@ -165,7 +166,7 @@ func New[TTx any](client *postbox.Client[TTx], cfg *Config) (*Maintainer, error)
 		log = cc.Logger
 	}
 	return &Maintainer{
-		db: db, d: db.Dialect(), clock: cc.Clock, cfg: c,
+		db: db, d: d, clock: cc.Clock, cfg: c,
 		names: driver.Names{Schema: cc.Schema, Outbox: cc.Table, Inbox: cc.InboxTable, Partitioned: true},
 		log:   log.With("component", "postbox.partition", "table", cc.Table),
 	}, nil
@@ -179,7 +180,7 @@ type span struct {
 
 // RunOnce creates the partitions missing up to Lookahead periods ahead and drops those past retention, in the
 // inbox and then in the outbox. An inbox created without the partitioned layout (before Config.Partitioned shaped
-// the inbox) is left to postbox.Client.InboxCleanup. It returns postbox.ErrLocked, having done nothing, when
+// the inbox) is left to a postbox.Cleaner. It returns postbox.ErrLocked, having done nothing, when
 // another maintainer of the same table set is running. On error the Result is empty: on PostgreSQL the whole run
 // is one transaction and was rolled back, while on MySQL, where DDL commits at once, the statements that ran are
 // in the log.
@@ -189,7 +190,7 @@ func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("postbox: partition: %w", err)
 	}
 	defer sess.Close() // closing ends whatever the session still holds
-	got, err := m.d.BeginMaintenance(ctx, sess, m.names, sqlshared.LockPartitions, m.cfg.LockTimeout)
+	got, err := m.d.begin(ctx, sess, m.names, m.cfg.LockTimeout)
 	if err != nil {
 		return Result{}, err
 	}
@@ -197,7 +198,7 @@ func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 		return Result{}, postbox.ErrLocked
 	}
 	res, err := m.run(ctx, sess)
-	if eerr := m.d.EndMaintenance(context.WithoutCancel(ctx), sess, m.names, sqlshared.LockPartitions, err); err == nil {
+	if eerr := m.d.end(context.WithoutCancel(ctx), sess, m.names, err); err == nil {
 		err = eerr
 	}
 	if err != nil {
@@ -209,18 +210,18 @@ func (m *Maintainer) RunOnce(ctx context.Context) (Result, error) {
 // run does the work of RunOnce inside the maintenance lock. The inbox comes first: on PostgreSQL the run is one
 // transaction holding each table's lock to its end, and a consumer's transaction claims in the inbox before it
 // enqueues into the outbox, so taking them in the same order cannot deadlock with it.
-func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Result, err error) {
+func (m *Maintainer) run(ctx context.Context, sess driver.Session) (res Result, err error) {
 	now := m.clock.Now().UTC()
 	if res.InboxCreated, res.InboxDropped, err = m.runInbox(ctx, sess, now); err != nil {
 		return res, err
 	}
-	layout, spans, err := m.list(ctx, sess, sqlshared.OutboxPartitions)
+	layout, spans, err := m.list(ctx, sess, Outbox)
 	if err != nil {
 		return res, err
 	}
 	from := time.Time{}
 	if len(spans) == 0 && layout.Tail != "" {
-		oldest, ok, err := m.d.OldestInTail(ctx, sess, m.names, layout.Tail)
+		oldest, ok, err := m.d.oldestInTail(ctx, sess, m.names, layout.Tail)
 		if err != nil {
 			return res, err
 		}
@@ -228,7 +229,7 @@ func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Resul
 			from = oldest
 		}
 	}
-	if res.Created, err = m.create(ctx, sess, sqlshared.OutboxPartitions, layout.Tail, spans, from, now); err != nil {
+	if res.Created, err = m.create(ctx, sess, Outbox, layout.Tail, spans, from, now); err != nil {
 		return res, err
 	}
 	cutoff := now.Add(-m.cfg.Retention)
@@ -236,7 +237,7 @@ func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Resul
 		if s.end.After(cutoff) {
 			continue
 		}
-		dropped, err := m.d.DropPartition(ctx, sess, m.names, s.label, !m.cfg.DropDead, m.logDDL)
+		dropped, err := m.d.drop(ctx, sess, m.names, s.label, !m.cfg.DropDead, m.logDDL)
 		if err != nil {
 			return res, fmt.Errorf("postbox: drop partition %s: %w", s.label, err)
 		}
@@ -253,10 +254,10 @@ func (m *Maintainer) run(ctx context.Context, sess sqlshared.Session) (res Resul
 
 // runInbox creates and drops the inbox's partitions, when the inbox is partitioned. Claims are never kept past
 // retention: nothing waits on them.
-func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now time.Time) (created, dropped []string, err error) {
-	layout, spans, err := m.list(ctx, sess, sqlshared.InboxPartitions)
+func (m *Maintainer) runInbox(ctx context.Context, sess driver.Session, now time.Time) (created, dropped []string, err error) {
+	layout, spans, err := m.list(ctx, sess, Inbox)
 	if errors.Is(err, ErrNotPartitioned) {
-		m.log.DebugContext(ctx, "the inbox is not partitioned; Client.InboxCleanup keeps it small", "inbox", m.names.Inbox)
+		m.log.DebugContext(ctx, "the inbox is not partitioned; a postbox.Cleaner keeps it small", "inbox", m.names.Inbox)
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -264,7 +265,7 @@ func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now t
 	}
 	// A table with no named partition yet starts at the current period. Claims of older messages stay in the tail
 	// (PostgreSQL) or go to the first partition (MySQL, whose first range has no lower bound), and leave with it.
-	if created, err = m.create(ctx, sess, sqlshared.InboxPartitions, layout.Tail, spans, time.Time{}, now); err != nil {
+	if created, err = m.create(ctx, sess, Inbox, layout.Tail, spans, time.Time{}, now); err != nil {
 		return nil, nil, err
 	}
 	cutoff := now.Add(-m.cfg.InboxRetention)
@@ -272,7 +273,7 @@ func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now t
 		if s.end.After(cutoff) {
 			continue
 		}
-		if err := m.d.DropInboxPartition(ctx, sess, m.names, s.label, m.logDDL); err != nil {
+		if err := m.d.dropInbox(ctx, sess, m.names, s.label, m.logDDL); err != nil {
 			return nil, nil, fmt.Errorf("postbox: drop inbox partition %s: %w", s.label, err)
 		}
 		dropped = append(dropped, s.label)
@@ -280,9 +281,25 @@ func (m *Maintainer) runInbox(ctx context.Context, sess sqlshared.Session, now t
 	return created, dropped, nil
 }
 
-// list returns the layout of table pt and its named partitions in time order.
-func (m *Maintainer) list(ctx context.Context, sess sqlshared.Session, pt sqlshared.PartitionedTable) (sqlshared.PartitionLayout, []span, error) {
-	layout, err := m.d.ListPartitions(ctx, sess, m.names, pt)
+// Partitions lists the partitions of the table set's outbox or inbox, their labels oldest first. It returns an
+// error wrapping ErrNotPartitioned for a table created without postbox.Config.Partitioned.
+func (m *Maintainer) Partitions(ctx context.Context, t Table) (Partitions, error) {
+	sess, err := m.db.Session(ctx)
+	if err != nil {
+		return Partitions{}, fmt.Errorf("postbox: partition: %w", err)
+	}
+	defer sess.Close()
+	p, spans, err := m.list(ctx, sess, t)
+	p.Labels = p.Labels[:0]
+	for _, s := range spans {
+		p.Labels = append(p.Labels, s.label)
+	}
+	return p, err
+}
+
+// list returns the layout of table t and its named partitions in time order.
+func (m *Maintainer) list(ctx context.Context, sess driver.Session, t Table) (Partitions, []span, error) {
+	layout, err := m.d.list(ctx, sess, m.names, t)
 	if err != nil {
 		return layout, nil, err
 	}
@@ -298,7 +315,7 @@ func (m *Maintainer) list(ctx context.Context, sess sqlshared.Session, pt sqlsha
 
 // create adds table pt's partitions from the end of the last one (or, on a table with none yet, from the current
 // period, or from the period of oldest when that is earlier) to Lookahead periods after the current one.
-func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, pt sqlshared.PartitionedTable, tail string, spans []span,
+func (m *Maintainer) create(ctx context.Context, sess driver.Session, pt Table, tail string, spans []span,
 	oldest, now time.Time) ([]string, error) {
 	p := m.cfg.Period
 	var from time.Time
@@ -318,23 +335,23 @@ func (m *Maintainer) create(ctx context.Context, sess sqlshared.Session, pt sqls
 	for range m.cfg.Lookahead + 1 {
 		until = p.next(until)
 	}
-	var parts []sqlshared.PartitionRange
+	var parts []partRange
 	for s := from; s.Before(until); {
 		start := p.floor(s)
 		e := p.next(start)
-		parts = append(parts, sqlshared.PartitionRange{Label: p.label(start), Start: s, End: e})
+		parts = append(parts, partRange{label: p.label(start), start: s, end: e})
 		s = e
 		if len(parts) > MaxCreate {
 			return nil, fmt.Errorf("postbox: partition: %s %s partitions from %s to %s are more than %d; create the oldest by hand or choose a longer Period",
 				p, pt, from.Format(time.RFC3339), until.Format(time.RFC3339), MaxCreate)
 		}
 	}
-	if err := m.d.AddPartitions(ctx, sess, m.names, pt, tail, parts, m.logDDL); err != nil {
+	if err := m.d.add(ctx, sess, m.names, pt, tail, parts, m.logDDL); err != nil {
 		return nil, fmt.Errorf("postbox: create %s partitions: %w", pt, err)
 	}
 	labels := make([]string, len(parts))
 	for i, pr := range parts {
-		labels[i] = pr.Label
+		labels[i] = pr.label
 	}
 	return labels, nil
 }

@@ -1,5 +1,6 @@
 // Package postboxtest has helpers for testing code that uses Postbox: a Recorder publisher that keeps what it
-// was given, and lets a test make it fail.
+// was given and lets a test make it fail, a Subscriber that delivers events to a consumer in memory and records
+// how each was settled, and a Clock that moves only when told to.
 package postboxtest
 
 import (
@@ -20,7 +21,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	records []postbox.Record
 	counts  map[string]int
-	changed chan struct{}
+	changed changes
 }
 
 // Publish records the batch, or fails the messages Fail rejects.
@@ -48,10 +49,7 @@ func (r *Recorder) Publish(ctx context.Context, batch []postbox.Record) error {
 			r.counts[rec.ID]++
 		}
 	}
-	if r.changed != nil {
-		close(r.changed)
-		r.changed = nil
-	}
+	r.changed.signal()
 	if errs != nil {
 		return &postbox.BatchError{Errs: errs}
 	}
@@ -86,25 +84,5 @@ func (r *Recorder) Distinct() int {
 // WaitDistinct waits until n different message IDs were acknowledged, or timeout passes, or ctx is done, and
 // reports whether n were reached.
 func (r *Recorder) WaitDistinct(ctx context.Context, n int, timeout time.Duration) bool {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		r.mu.Lock()
-		if len(r.counts) >= n {
-			r.mu.Unlock()
-			return true
-		}
-		if r.changed == nil {
-			r.changed = make(chan struct{})
-		}
-		ch := r.changed
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return r.changed.waitUntil(ctx, &r.mu, timeout, func() bool { return len(r.counts) >= n })
 }

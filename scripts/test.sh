@@ -12,15 +12,28 @@ if [ -n "$(gofmt -l .)" ]; then
 	exit 1
 fi
 
+# staticcheck, pinned, built from the module proxy into a cache of its own so that a new machine gets the same one.
+STATICCHECK_VERSION=v0.8.2
+tools=${POSTBOX_TOOLS:-$HOME/.cache/postbox-tools}
+staticcheck=$tools/staticcheck-$STATICCHECK_VERSION
+if [ ! -x "$staticcheck" ]; then
+	mkdir -p "$tools"
+	GOBIN="$tools/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	mv "$tools/bin/staticcheck" "$staticcheck"
+fi
+
 profiles=$(mktemp -d)
 trap 'rm -rf "$profiles"' EXIT
 core=github.com/postbox-go/postbox
+started=$SECONDS
 go list -m -f '{{.Dir}} {{.Path}}' | while read -r dir mod; do
 	echo "== $mod"
-	(cd "$dir" && go vet ./...)
+	t0=$SECONDS
+	(cd "$dir" && go vet ./... && "$staticcheck" ./...)
 	args=(-count=1 -timeout 10m -coverpkg="$core" -coverprofile="$profiles/$(echo "$mod" | tr / _).out" ./...)
 	if [ "$mod" != "$core/chaos" ]; then
 		(cd "$dir" && go test "${args[@]}")
+		echo "-- $mod: $((SECONDS - t0))s"
 		continue
 	fi
 	# The fault suite's ledger lines are its evidence: print them (and each scenario's verdict), and everything
@@ -32,7 +45,9 @@ go list -m -f '{{.Dir}} {{.Path}}' | while read -r dir mod; do
 		cat "$log"
 		exit 1
 	fi
+	echo "-- $mod: $((SECONDS - t0))s"
 done
+echo "-- every module: $((SECONDS - started))s"
 
 # A short run of every fuzzer (make fuzz runs them longer); an input that fails is kept under testdata/fuzz.
 FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh

@@ -67,25 +67,28 @@ func get(t *testing.T, conn *amqp.Connection, queue string) amqp.Delivery {
 	return d
 }
 
-// receiveN runs Receive until n messages were handled by h (nil: succeed), and returns them in handling order.
-func receiveN(t *testing.T, sub broker.Subscriber, n int, h broker.Handler) []postbox.Message {
+// receiveN runs Receive until n messages were handled, rejecting those reject picks (nil: none) and acking the
+// others, and returns them in handling order.
+func receiveN(t *testing.T, sub broker.Subscriber, n int, reject func(postbox.Message) bool) []postbox.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var mu sync.Mutex
 	var got []postbox.Message
-	err := sub.Receive(ctx, broker.AckPolicy{Logger: quietLogger()}.Wrap(func(ctx context.Context, m postbox.Message) error {
+	err := sub.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
 		mu.Lock()
-		got = append(got, m)
+		got = append(got, d.Message)
 		if len(got) == n {
 			cancel()
 		}
 		mu.Unlock()
-		if h != nil {
-			return h(ctx, m)
+		sctx := context.WithoutCancel(ctx)
+		if reject != nil && reject(d.Message) {
+			_ = d.Reject(sctx)
+			return
 		}
-		return nil
-	}))
+		_ = d.Ack(sctx)
+	})
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}
@@ -224,12 +227,7 @@ func TestRejectedMessagesAreDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := subscriber(t, amqpbroker.SubscriberConfig{Queue: queue})
-	got := receiveN(t, sub, 2, func(_ context.Context, m postbox.Message) error {
-		if m.ID == recs[0].ID {
-			return postbox.Permanent(errors.New("cannot apply"))
-		}
-		return nil
-	})
+	got := receiveN(t, sub, 2, func(m postbox.Message) bool { return m.ID == recs[0].ID })
 	if got[0].ID == got[1].ID {
 		t.Fatalf("handler got %s twice; the foreign message must not reach it and the failed one must not come back", got[0].ID)
 	}

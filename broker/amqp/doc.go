@@ -40,5 +40,5 @@
 //
 //	sub, err := amqpbroker.NewSubscriber(&amqpbroker.SubscriberConfig{ConnConfig: amqpbroker.ConnConfig{URL: url},
 //		Queue: "billing"})
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package amqpbroker

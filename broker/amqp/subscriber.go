@@ -89,7 +89,7 @@ var errCancelled = errors.New("the broker cancelled the consumer")
 // returns nil. It returns an error when the queue does not exist or access is refused.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("amqpbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("amqpbroker: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("amqpbroker: Receive is already running on this subscriber; make one subscriber per Receive")

@@ -97,7 +97,7 @@ func Exercise(t *testing.T, f Features, newPubSub Constructor) {
 	t.Run("EmptyBatch", s.testEmptyBatch)
 	t.Run("CancelledPublish", s.testCancelledPublish)
 	t.Run("ReceiveStops", s.testReceiveStops)
-	t.Run("AckAfter", s.testAckAfter)
+	t.Run("NackThenAck", s.testNackThenAck)
 	if f.PerKeyOrder {
 		t.Run("PerKeyOrder", s.testPerKeyOrder)
 	}

@@ -76,7 +76,7 @@ func (s *suite) tryPublish(ctx context.Context, pub postbox.Publisher, recs []po
 				break
 			}
 			if !s.f.NoBacklog || time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("Publish of %d messages: %w", len(batch), err)
+				return fmt.Errorf("publish of %d messages: %w", len(batch), err)
 			}
 			var be *postbox.BatchError
 			if errors.As(err, &be) && len(be.Errs) == len(batch) {

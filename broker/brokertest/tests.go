@@ -2,9 +2,7 @@ package brokertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,24 +143,26 @@ func (s *suite) testReceiveStops(t *testing.T) {
 	})
 }
 
-func (s *suite) testAckAfter(t *testing.T) {
+// testNackThenAck: a delivery nacked with a delay comes again when the broker redelivers nacked messages, and
+// acked deliveries do not.
+func (s *suite) testNackThenAck(t *testing.T) {
 	topic := Topic()
 	pub, sub := s.new(t, topic)
 	recs := Records(topic, 10, 3)
 	failing := recs[4].ID
 	var mu sync.Mutex
 	handled := map[string]int{}
-	policy := broker.AckPolicy{NackDelay: func(int) time.Duration { return 10 * time.Millisecond },
-		Logger: slog.New(slog.DiscardHandler)}
-	handle := policy.Wrap(func(ctx context.Context, m postbox.Message) error {
+	handle := func(ctx context.Context, d *broker.Delivery) {
 		mu.Lock()
-		defer mu.Unlock()
-		handled[m.ID]++
-		if m.ID == failing && handled[m.ID] == 1 && s.f.NackRedelivery {
-			return errors.New("brokertest: failing the first attempt on purpose")
+		handled[d.Message.ID]++
+		first := handled[d.Message.ID] == 1
+		mu.Unlock()
+		if d.Message.ID == failing && first && s.f.NackRedelivery {
+			_ = d.Nack(ctx, 10*time.Millisecond)
+			return
 		}
-		return nil
-	})
+		_ = d.Ack(ctx)
+	}
 	r := s.receive(t, sub, handle)
 	s.publish(t, pub, recs, 10)
 	s.checkDelivered(t, recs, r.waitIDs(recs))

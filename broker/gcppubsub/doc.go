@@ -45,5 +45,5 @@
 //
 //	_, err = gcppubsub.EnsureSubscription(ctx, c, &pubsubpb.Subscription{Name: "billing", Topic: "orders"})
 //	sub, err := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "billing", Topic: "orders"})
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package gcppubsub

@@ -204,12 +204,13 @@ func TestRejectAcksForeignAndRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, Logger: quietLogger()})
-	handle := broker.AckPolicy{Logger: quietLogger()}.Wrap(func(_ context.Context, m postbox.Message) error {
-		if m.ID == recs[0].ID {
-			return postbox.Permanent(errors.New("never"))
+	handle := func(ctx context.Context, d *broker.Delivery) {
+		if d.Message.ID == recs[0].ID {
+			_ = d.Reject(ctx)
+			return
 		}
-		return nil
-	})
+		_ = d.Ack(ctx)
+	}
 	// Pub/Sub delivers the three in any order, so Receive runs until the server has every ack, not until the
 	// handler has seen the two Postbox messages: the foreign one may still be in flight then.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -250,9 +251,7 @@ func TestNackRejectedDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "s-" + topic, Topic: topic, NackRejected: true})
-	handle := broker.AckPolicy{Logger: quietLogger()}.Wrap(func(context.Context, postbox.Message) error {
-		return postbox.Permanent(errors.New("never"))
-	})
+	handle := func(ctx context.Context, d *broker.Delivery) { _ = d.Reject(ctx) }
 	attempts := 0
 	receiveUntil(t, sub, handle, func(d *broker.Delivery) bool {
 		attempts = d.Attempt

@@ -16,7 +16,7 @@ import (
 )
 
 // Defaults for EnsureSubscription's retry policy: the backoff Pub/Sub waits before it delivers a nacked message
-// again, matching broker.AckAfter's own defaults.
+// again, matching broker.Consume's default nack delay.
 const (
 	DefaultMinimumBackoff = time.Second
 	DefaultMaximumBackoff = time.Minute

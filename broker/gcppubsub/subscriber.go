@@ -80,7 +80,7 @@ func NewSubscriber(c *pubsub.Client, cfg SubscriberConfig) (*Subscriber, error) 
 // an error when Pub/Sub refuses the pull for good (the subscription does not exist, permission denied).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("gcppubsub: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("gcppubsub: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("gcppubsub: Receive is already running on this subscriber; make one subscriber per Receive")

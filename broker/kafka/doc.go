@@ -44,5 +44,5 @@
 //
 //	sub, err := kafkabroker.NewSubscriber(kafkabroker.SubscriberConfig{
 //		Brokers: []string{"localhost:9092"}, Group: "billing", Topics: []string{"orders"}})
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package kafkabroker

@@ -117,7 +117,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 // refuses this consumer (authentication or authorization failed, the client was closed).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("kafkabroker: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("kafkabroker: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("kafkabroker: Receive is already running on this subscriber; make one subscriber per Receive")

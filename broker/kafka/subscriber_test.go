@@ -190,16 +190,17 @@ func TestRejectSkips(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	done := make(chan struct{})
-	r := start(sub, broker.AckPolicy{Logger: quietLogger()}.Wrap(func(_ context.Context, m postbox.Message) error {
+	r := start(sub, func(ctx context.Context, d *broker.Delivery) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, m.ID)
-		if m.ID == recs[0].ID {
-			return postbox.Permanent(errors.New("cannot ever handle this"))
+		got = append(got, d.Message.ID)
+		if d.Message.ID == recs[0].ID {
+			_ = d.Reject(ctx) // cannot ever handle this
+			return
 		}
 		close(done)
-		return nil
-	}))
+		_ = d.Ack(ctx)
+	})
 	<-done
 	r.stop(t)
 	if c := e.committed(t); c[0] != 3 {

@@ -39,5 +39,5 @@
 //	sub, err := mqttbroker.NewSubscriber(&mqttbroker.SubscriberConfig{ConnConfig: mqttbroker.ConnConfig{URL: url},
 //		ClientID: "billing-1", Group: "billing", Topics: []string{"orders"}})
 //	err = sub.EnsureSession(ctx) // at deploy time: the server keeps messages for the session from now on
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package mqttbroker

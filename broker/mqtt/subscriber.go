@@ -216,7 +216,7 @@ func (s *Subscriber) DeleteSession(ctx context.Context) error {
 // server refuses the client's credentials or its subscriptions.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("mqttbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("mqttbroker: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("mqttbroker: Receive is already running on this subscriber; a second connection with its ClientID would take its session over")

@@ -27,7 +27,7 @@
 //
 //	cons, err := natsbroker.EnsureConsumer(ctx, js, "ORDERS", jetstream.ConsumerConfig{Durable: "billing"})
 //	sub, err := natsbroker.NewSubscriber(cons, nil)
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 //
 // The embedded subpackage runs a NATS server with JetStream inside the process, for demos and tests.
 package natsbroker

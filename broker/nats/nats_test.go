@@ -94,15 +94,15 @@ func receiveN(t *testing.T, sub broker.Subscriber, n int) []postbox.Message {
 	defer cancel()
 	var mu sync.Mutex
 	var got []postbox.Message
-	err := sub.Receive(ctx, broker.AckAfter(func(_ context.Context, m postbox.Message) error {
+	err := sub.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
 		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, m)
+		got = append(got, d.Message)
 		if len(got) == n {
 			cancel()
 		}
-		return nil
-	}))
+		mu.Unlock()
+		_ = d.Ack(context.WithoutCancel(ctx))
+	})
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}

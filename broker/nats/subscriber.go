@@ -87,7 +87,7 @@ func NewSubscriber(cons jetstream.Consumer, cfg *SubscriberConfig) (*Subscriber,
 // closed.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("natsbroker: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("natsbroker: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("natsbroker: Receive is already running on this subscriber; make one subscriber per Receive")

@@ -54,5 +54,5 @@
 //
 //	err = redisstream.EnsureGroup(ctx, rdb, "orders", "billing", redisstream.StartOldest)
 //	sub, err := redisstream.NewSubscriber(rdb, "billing", []string{"orders"}, nil)
-//	err = sub.Receive(ctx, broker.AckAfter(handler))
+//	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package redisstream

@@ -52,7 +52,7 @@ func TestEndToEnd(t *testing.T) {
 				m := postbox.Message{ID: postbox.NewID(), Topic: topic, Key: fmt.Sprintf("order-%d", (i+j)%7), Type: "order.placed",
 					Payload: []byte(fmt.Sprintf(`{"n":%d}`, i+j))}
 				ids = append(ids, m.ID)
-				if err := client.Enqueue(ctx, tx, m); err != nil {
+				if _, err := client.Enqueue(ctx, tx, m); err != nil {
 					return err
 				}
 			}
@@ -84,25 +84,27 @@ func TestEndToEnd(t *testing.T) {
 	for i := 0; i < n; i += 5 {
 		ackLost[ids[i]] = false
 	}
-	handle := broker.AckPolicy{NackDelay: func(int) time.Duration { return 0 }, Logger: quietLogger()}.Wrap(
-		func(ctx context.Context, m postbox.Message) error {
-			calls.Add(1)
-			_, err := consumer.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, m postbox.Message) ([]postbox.Message, error) {
-				_, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1)", m.ID)
-				return nil, err
-			})
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if was, ok := ackLost[m.ID]; ok && !was { // the commit happened, the ack does not
-				ackLost[m.ID] = true
-				lost.Add(1)
-				return fmt.Errorf("ack lost on purpose")
-			}
-			return nil
+	handle := func(ctx context.Context, d *broker.Delivery) {
+		calls.Add(1)
+		sctx := context.WithoutCancel(ctx)
+		_, err := consumer.Process(ctx, d.Message, func(ctx context.Context, tx pgx.Tx, m postbox.Message) ([]postbox.Message, error) {
+			_, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1)", m.ID)
+			return nil, err
 		})
+		if err != nil {
+			_ = d.Nack(sctx, 0)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if was, ok := ackLost[d.Message.ID]; ok && !was { // the commit happened, the ack does not
+			ackLost[d.Message.ID] = true
+			lost.Add(1)
+			_ = d.Nack(sctx, 0)
+			return
+		}
+		_ = d.Ack(sctx)
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -160,7 +160,7 @@ func consumerName() string {
 // EnsureGroup) or Redis refuses the credentials or the command.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("redisstream: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("redisstream: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("redisstream: Receive is already running on this subscriber; make one subscriber per Receive")

@@ -18,10 +18,11 @@
 //
 // # Handling messages once
 //
-// NewMiddleware returns a watermill HandlerMiddleware that runs each handler call inside a Postbox consumer:
-// one transaction holds the inbox claim of the message ID, the handler's writes, and the messages the handler
-// returns, which go to the outbox instead of being published by the router. The relay publishes them after the
-// commit. A duplicate delivery is acked without running the handler.
+// NewMiddleware returns a watermill HandlerMiddleware that runs each handler call through a Postbox consumer
+// (postbox.Consumer.ProcessFrom): one transaction holds the inbox claim of the message ID, the handler's writes,
+// and the messages the handler returns, which go to the outbox instead of being published by the router. The
+// relay publishes them after the commit. A duplicate delivery is acked without running the handler. A message
+// that can never be processed returns a permanent error, for middleware.PoisonQueue to park.
 //
 //	consumer, err := postbox.NewConsumer(client, "billing", nil)
 //	inbox, err := watermillbridge.NewMiddleware(consumer, nil)

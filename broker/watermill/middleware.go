@@ -7,6 +7,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker"
 )
 
 // MiddlewareConfig configures the middleware NewMiddleware returns. The zero value is valid.
@@ -21,18 +22,23 @@ type MiddlewareConfig struct {
 }
 
 // NewMiddleware returns a watermill handler middleware that handles each message exactly once per consumer,
-// with its effects and the messages it produces committed together. For each delivered message it begins a
-// transaction, claims the message's ID in consumer's inbox, runs the handler, enqueues the messages the handler
-// returns into the outbox (instead of letting the router publish them), and commits; the relay publishes them
-// after the commit. The handler finds the transaction with Tx and must do its database writes on it.
+// with its effects and the messages it produces committed together. For each delivered message it runs
+// consumer.ProcessFrom: it begins a transaction, claims the message's ID in consumer's inbox, runs the handler,
+// enqueues the messages the handler returns into the outbox (instead of letting the router publish them), and
+// commits; the relay publishes them after the commit. The handler finds the transaction with Tx and must do its
+// database writes on it. The message's CloudEvents source (<prefix>source) is passed along, for consumers that
+// scope their inbox by source.
 //
-// A message the inbox has seen before is acked without running the handler. An error rolls everything back and
-// is returned, so the router nacks the message and it is delivered again. With a failure policy
-// (postbox.ConsumerConfig.MaxFailures), a message the policy gives up on is recorded as failed and acked.
+// The outcome decides what the router sees. A message the inbox has seen before (Duplicate), or that the failure
+// policy (postbox.ConsumerConfig.MaxFailures) gave up on (Failed), is acked without running the handler. A
+// failure (Retry) rolls everything back and is returned, so the router nacks the message and it is delivered
+// again. A message that can never be processed (Rejected: an invalid ID, over the consumer's caps, or a
+// permanent error with no failure policy) returns its error marked postbox.Permanent: add middleware.PoisonQueue
+// before this one to park such messages, since watermill has no reject and the router would nack them forever.
 //
 // Add it after middleware that retries (middleware.Retry), so that each attempt runs in a fresh transaction:
 //
-//	router.AddMiddleware(middleware.Recoverer, middleware.Retry{MaxRetries: 3}.Middleware, inbox)
+//	router.AddMiddleware(middleware.Recoverer, poison, middleware.Retry{MaxRetries: 3}.Middleware, inbox)
 //
 // cfg may be nil.
 func NewMiddleware[TTx any](consumer *postbox.Consumer[TTx], cfg *MiddlewareConfig) (message.HandlerMiddleware, error) {
@@ -55,8 +61,9 @@ func NewMiddleware[TTx any](consumer *postbox.Consumer[TTx], cfg *MiddlewareConf
 				topic = message.PublishTopicFromCtx(msg.Context())
 			}
 			outer := msg.Context()
-			_, err = consumer.Process(outer, m, func(ctx context.Context, _ TTx, _ postbox.Message) ([]postbox.Message, error) {
-				msg.SetContext(ctx) // carries the transaction to the handler
+			source := msg.Metadata.Get(c.Mapping.prefix() + broker.AttrSource)
+			_, err = consumer.ProcessFrom(outer, source, m, func(ctx context.Context, tx TTx, _ postbox.Message) ([]postbox.Message, error) {
+				msg.SetContext(context.WithValue(ctx, txKey{}, tx))
 				defer msg.SetContext(outer)
 				produced, err := h(msg)
 				if err != nil || len(produced) == 0 {
@@ -64,7 +71,8 @@ func NewMiddleware[TTx any](consumer *postbox.Consumer[TTx], cfg *MiddlewareConf
 				}
 				return c.outbox(produced, topic)
 			})
-			// The produced messages are in the outbox now: the router must not publish them too.
+			// Processed, Duplicate and Failed return nil: the router acks. The produced messages are in the
+			// outbox now, so the router must not publish them too.
 			return nil, err
 		}
 	}, nil
@@ -92,5 +100,8 @@ func (c MiddlewareConfig) outbox(produced []*message.Message, topic string) ([]p
 // with databasesql. Do the handler's writes on it, so that they commit with the inbox claim and the produced
 // messages. It reports false outside the middleware.
 func Tx[TTx any](msg *message.Message) (TTx, bool) {
-	return postbox.TxFromContext[TTx](msg.Context())
+	tx, ok := msg.Context().Value(txKey{}).(TTx)
+	return tx, ok
 }
+
+type txKey struct{}

@@ -351,3 +351,18 @@ func TestMiddlewareConfigErrors(t *testing.T) {
 		t.Error("Tx found a transaction outside the middleware")
 	}
 }
+
+// TestRejectedIsPermanent: a message no delivery can process (here an ID with a control character) comes back as
+// a permanent error, for middleware.PoisonQueue to park, without running the handler.
+func TestRejectedIsPermanent(t *testing.T) {
+	e := newEnv(t)
+	called := false
+	h := e.inbox(t, nil, nil)(func(msg *message.Message) ([]*message.Message, error) {
+		called = true
+		return nil, nil
+	})
+	_, err := h(message.NewMessage("order-1\x1b[2J", []byte(`{}`)))
+	if !postbox.IsPermanent(err) || !errors.Is(err, postbox.ErrInvalidMessage) || called {
+		t.Fatalf("message with a control character in its ID: %v (handler called %v); want a permanent ErrInvalidMessage, no call", err, called)
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"github.com/postbox-go/postbox/broker/webhook"
 )
 
-var secret = []byte("conformance-secret")
+const secret = "whsec_Y29uZm9ybWFuY2Utc2VjcmV0LTAxMjM0NTY3ODk="
 
 // harness serves one Receiver per topic under /hooks/<topic>; other paths get 404.
 type harness struct {
@@ -44,14 +44,14 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	rcv := h.receivers[topic]
 	if rcv == nil {
 		var err error
-		rcv, err = webhook.NewReceiver(webhook.ReceiverConfig{Verifier: webhook.Verifier{Secrets: [][]byte{secret}}, Logger: quiet()})
+		rcv, err = webhook.NewReceiver(&webhook.ReceiverConfig{Verifier: webhook.Verifier{Secrets: []string{secret}}, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.receivers[topic] = rcv
 	}
-	pub, err := webhook.NewPublisher(webhook.Config{Secret: secret, Client: client(t), Source: "/conformance",
-		Endpoint: func(topic string) string { return h.srv.URL + "/hooks/" + topic }})
+	pub, err := webhook.NewPublisher(&webhook.PublisherConfig{Secret: secret, Client: client(t), Source: "/conformance",
+		URL: h.srv.URL + "/hooks/{topic}"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestConformance(t *testing.T) {
 	h := newHarness(t)
 	brokertest.Exercise(t, brokertest.Features{NoBacklog: true, PerKeyOrder: true, Unroutable: true, Attempts: true,
 		Unreachable: func(t *testing.T) postbox.Publisher {
-			pub, err := webhook.NewPublisher(webhook.Config{URL: "http://127.0.0.1:1/hook", Secret: secret, Client: client(t)})
+			pub, err := webhook.NewPublisher(&webhook.PublisherConfig{URL: "http://127.0.0.1:1/hook", Secret: secret, Client: client(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,14 +17,14 @@ import (
 // FuzzVerify: a request signed with the secret verifies; changing its body, ID or timestamp makes it fail; and
 // whatever signature header arrives, Verify accepts it only when one of its signatures is the true HMAC.
 func FuzzVerify(f *testing.F) {
-	f.Add([]byte("secret"), "msg_1", int64(0), []byte(`{"a":1}`), "v1,AAAA", uint16(3))
+	f.Add([]byte("secret-secret-secret-secret"), "msg_1", int64(0), []byte(`{"a":1}`), "v1,AAAA", uint16(3))
 	f.Add([]byte{}, "", int64(-301), []byte{}, "", uint16(0))
-	f.Add([]byte("k"), "id", int64(299), []byte("body"), "v1,ZZZZ v2,abc v1", uint16(65535))
+	f.Add([]byte("k-k-k-k-k-k-k-k-k-k-k-k-k-k"), "id", int64(299), []byte("body"), "v1,ZZZZ v2,abc v1", uint16(65535))
 	f.Fuzz(func(t *testing.T, secret []byte, id string, skew int64, body []byte, sigHeader string, flip uint16) {
-		if len(secret) == 0 || id == "" || strings.ContainsAny(id, "\r\n\x00") || len(strings.TrimSpace(id)) != len(id) {
+		if len(secret) < webhook.MinSecretBytes || strings.HasPrefix(string(secret), webhook.SecretPrefix) || id == "" || strings.ContainsAny(id, "\r\n\x00") || len(strings.TrimSpace(id)) != len(id) {
 			return // headers carry no such values; the unsigned cases are TestVerify's
 		}
-		v := &webhook.Verifier{Secrets: [][]byte{secret}, MaxSkew: 5 * time.Minute, Now: func() time.Time { return now }}
+		v := &webhook.Verifier{Secrets: []string{string(secret)}, AllowUnsignedHeaders: true, MaxSkew: 5 * time.Minute, Now: func() time.Time { return now }}
 		ts := now.Unix() + skew%600
 		h := http.Header{}
 		h.Set(webhook.HeaderID, id)
@@ -79,6 +79,54 @@ func FuzzVerify(f *testing.F) {
 			if !ok {
 				t.Fatalf("signature header %q verified without the true HMAC", sigHeader)
 			}
+		}
+	})
+}
+
+// FuzzVerifierHeaders: whatever the signature headers and the timestamp hold, Verify never panics, computes at
+// most two HMACs per secret, and accepts a request only when its webhook-signature holds the true body
+// signature and its Postbox-Signature the true headers signature.
+func FuzzVerifierHeaders(f *testing.F) {
+	f.Add("v1,AAAA", "", "1700000000", "orders")
+	f.Add("v1, v1, v1,", "v1,", "1700000000", "")
+	f.Add("v1,"+strings.Repeat("A", 43)+"= v2,x", "v1,"+strings.Repeat("A", 43)+"=", "+1700000000", "a,b")
+	f.Add(strings.Repeat(" ", 100)+"v1,x", "v0,", "17e8", "x")
+	f.Add("TRUE", "TRUE", "1700000000", "orders")
+	f.Fuzz(func(t *testing.T, sigHeader, headersSig, ts, topic string) {
+		secrets := []string{testSecret, webhook.FormatSecret([]byte("fuzz-second-secret-0123456789"))}
+		v := &webhook.Verifier{Secrets: secrets, Now: func() time.Time { return now }}
+		body := []byte(`{"n":1}`)
+		h := http.Header{}
+		h.Set(webhook.HeaderTopic, topic)
+		h.Set(webhook.HeaderID, "m1")
+		h.Set(webhook.HeaderTimestamp, ts)
+		sec, tsErr := strconv.ParseInt(ts, 10, 64)
+		trueBody := webhook.Sign(testKey, "m1", sec, body)
+		trueHeaders := webhook.SignHeaders(testKey, "m1", sec, h)
+		// "TRUE" stands for the true signature, so that the accepting paths are explored too.
+		h.Set(webhook.HeaderSignature, strings.ReplaceAll(sigHeader, "TRUE", trueBody))
+		h.Set(webhook.HeaderSignedHeaders, strings.ReplaceAll(headersSig, "TRUE", trueHeaders))
+		macs := webhook.CountMACs(t)
+		err := v.Verify(h, body)
+		if n := macs.Load(); n > int64(2*len(secrets)) {
+			t.Fatalf("Verify computed %d HMACs for %d secrets", n, len(secrets))
+		}
+		if err != nil {
+			return
+		}
+		if tsErr != nil {
+			t.Fatalf("accepted timestamp %q", ts)
+		}
+		has := func(header, want string) bool {
+			for _, s := range strings.Fields(header) {
+				if s == want {
+					return true
+				}
+			}
+			return false
+		}
+		if !has(h.Get(webhook.HeaderSignature), trueBody) || !has(h.Get(webhook.HeaderSignedHeaders), trueHeaders) {
+			t.Fatalf("accepted %q / %q without the true signatures", h.Get(webhook.HeaderSignature), h.Get(webhook.HeaderSignedHeaders))
 		}
 	})
 }

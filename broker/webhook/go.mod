@@ -5,6 +5,8 @@ go 1.25.0
 require (
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
+	// Imported by interop_test.go only: the Standard Webhooks reference library the tests check against.
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 )
 
 require (

@@ -10,6 +10,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testSecret is a plain-text secret long enough for ParseSecret; testKey is the key it stands for.
+const testSecret = "webhook-test-secret-0123456789"
+
+var testKey = []byte(testSecret)
+
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // client returns an HTTP client whose idle connections close when the test ends.

@@ -75,10 +75,13 @@ func newStatusServer(t *testing.T) *statusServer {
 	return s
 }
 
-func publisher(t *testing.T, url string, cfg webhook.Config) *webhook.Publisher {
+func publisher(t *testing.T, url string, cfg webhook.PublisherConfig) *webhook.Publisher {
 	t.Helper()
-	cfg.URL, cfg.Secret, cfg.Client = url, []byte("s"), client(t)
-	p, err := webhook.NewPublisher(cfg)
+	cfg.URL, cfg.Secret, cfg.Client = url, testSecret, client(t)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	p, err := webhook.NewPublisher(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func publisher(t *testing.T, url string, cfg webhook.Config) *webhook.Publisher 
 
 func TestStatusClassification(t *testing.T) {
 	srv := newStatusServer(t)
-	pub := publisher(t, srv.URL, webhook.Config{})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{})
 	cases := []struct {
 		status    int
 		ok, retry bool
@@ -125,7 +128,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	srv := newStatusServer(t)
 	recs := brokertest.Records("t", 1, 0)
 	recs[0].Headers["redirect"] = "/elsewhere"
-	err := publisher(t, srv.URL, webhook.Config{}).Publish(context.Background(), recs)
+	err := publisher(t, srv.URL, webhook.PublisherConfig{}).Publish(context.Background(), recs)
 	if !postbox.IsPermanent(err) || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Fatalf("Publish to a redirecting endpoint = %v; want a permanent error naming the new location", err)
 	}
@@ -138,7 +141,7 @@ func TestTimeoutIsRetryable(t *testing.T) {
 	srv := newStatusServer(t)
 	recs := brokertest.Records("t", 1, 0)
 	recs[0].Headers["wait"] = "1"
-	err := publisher(t, srv.URL, webhook.Config{Timeout: 50 * time.Millisecond}).Publish(context.Background(), recs)
+	err := publisher(t, srv.URL, webhook.PublisherConfig{Timeout: 50 * time.Millisecond}).Publish(context.Background(), recs)
 	if err == nil || postbox.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Publish to an endpoint slower than Timeout = %v; want a retryable deadline error", err)
 	}
@@ -146,7 +149,7 @@ func TestTimeoutIsRetryable(t *testing.T) {
 
 func TestConcurrencyAndKeyOrder(t *testing.T) {
 	srv := newStatusServer(t)
-	pub := publisher(t, srv.URL, webhook.Config{Concurrency: 3})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{Concurrency: 3})
 	recs := brokertest.Records("t", 60, 4)
 	recs = append(recs, brokertest.Records("t", 20, 0)...)
 	if err := pub.Publish(context.Background(), recs); err != nil {
@@ -175,7 +178,7 @@ func TestConcurrencyAndKeyOrder(t *testing.T) {
 
 func TestFailureHoldsBackItsKey(t *testing.T) {
 	srv := newStatusServer(t)
-	pub := publisher(t, srv.URL, webhook.Config{})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{})
 	recs := brokertest.Records("t", 3, 0)
 	recs[0].Key, recs[1].Key, recs[2].Key = "a", "a", "b"
 	recs[0].Headers["want-status"] = "500"
@@ -196,14 +199,14 @@ func TestFailureHoldsBackItsKey(t *testing.T) {
 
 func TestPublishRefuses(t *testing.T) {
 	srv := newStatusServer(t)
-	pub := publisher(t, srv.URL, webhook.Config{})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{})
 	recs := brokertest.Records("t", 2, 0)
 	recs[0].Headers["webhook-signature"] = "forged"
 	if err := pub.Publish(context.Background(), recs); !errors.As(err, new(*postbox.BatchError)) ||
 		!postbox.IsPermanent(err.(*postbox.BatchError).Errs[0]) || err.(*postbox.BatchError).Errs[1] != nil {
 		t.Fatalf("Publish with a user header named like the signature = %v; want only that message failed permanently", err)
 	}
-	routed, _ := webhook.NewPublisher(webhook.Config{Secret: []byte("s"), Client: client(t),
+	routed, _ := webhook.NewPublisher(&webhook.PublisherConfig{Secret: testSecret, Client: client(t),
 		Endpoint: func(topic string) string { return "" }})
 	if err := routed.Publish(context.Background(), recs[1:]); !postbox.IsPermanent(err) || !strings.Contains(err.Error(), "no endpoint") {
 		t.Fatalf("Publish to a topic without endpoint = %v", err)
@@ -211,16 +214,23 @@ func TestPublishRefuses(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	for name, cfg := range map[string]webhook.Config{
-		"no URL":               {Secret: []byte("s")},
-		"no secret":            {URL: "http://x"},
-		"negative concurrency": {URL: "http://x", Secret: []byte("s"), Concurrency: -1},
+	for name, cfg := range map[string]webhook.PublisherConfig{
+		"no URL":                {Secret: testSecret},
+		"no secret":             {URL: "http://x"},
+		"negative concurrency":  {URL: "http://x", Secret: testSecret, Concurrency: -1},
+		"URL and Endpoint":      {URL: "http://x", Secret: testSecret, Endpoint: func(string) string { return "" }},
+		"topic in the host":     {URL: "http://{topic}.example/in", Secret: testSecret},
+		"topic in the fragment": {URL: "http://x/in#{topic}", Secret: testSecret},
+		"not http":              {URL: "ftp://x/in", Secret: testSecret},
 	} {
-		if _, err := webhook.NewPublisher(cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
+		if _, err := webhook.NewPublisher(&cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
 			t.Errorf("%s: NewPublisher = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := webhook.NewReceiver(webhook.ReceiverConfig{}); !errors.Is(err, postbox.ErrInvalidConfig) {
+	if _, err := webhook.NewPublisher(nil); !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "PublisherConfig.URL") {
+		t.Errorf("NewPublisher(nil) = %v; want ErrInvalidConfig naming PublisherConfig.URL", err)
+	}
+	if _, err := webhook.NewReceiver(&webhook.ReceiverConfig{}); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Errorf("NewReceiver without secrets = %v", err)
 	}
 }
@@ -256,7 +266,7 @@ func TestErrorsHideEndpointSecrets(t *testing.T) {
 		"redirect":     {u.String(), redirecting},
 		"unreachable":  {closed.String(), brokertest.Records("t", 1, 0)},
 	} {
-		err := publisher(t, tc.url, webhook.Config{}).Publish(context.Background(), tc.recs)
+		err := publisher(t, tc.url, webhook.PublisherConfig{}).Publish(context.Background(), tc.recs)
 		if err == nil {
 			t.Fatalf("%s: Publish succeeded", name)
 		}

@@ -17,10 +17,38 @@ import (
 
 // ReceiverConfig configures a Receiver.
 type ReceiverConfig struct {
-	// Verifier checks every request's signature; its Secrets are required.
+	// Verifier checks every request's signature; its Secrets are required. Its AllowUnsignedHeaders is
+	// ignored: a Receiver trusts the topic, type, key and headers, so it always requires them signed.
 	Verifier Verifier
 	// Logger receives refused requests. Default: slog.Default().
 	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *ReceiverConfig) WithDefaults() ReceiverConfig {
+	var out ReceiverConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	out.Verifier.Secrets = append([]string(nil), out.Verifier.Secrets...)
+	out.Verifier.AllowUnsignedHeaders = false
+	return out
+}
+
+func (c ReceiverConfig) validate() error {
+	if len(c.Verifier.Secrets) == 0 {
+		return errors.New("ReceiverConfig.Verifier.Secrets is empty; set the secret the sender signs with")
+	}
+	if _, err := c.Verifier.keys(); err != nil {
+		return fmt.Errorf("ReceiverConfig.%w", err)
+	}
+	if c.Verifier.MaxSkew < 0 || c.Verifier.MaxBodyBytes < 0 {
+		return errors.New("ReceiverConfig.Verifier.MaxSkew and MaxBodyBytes must not be negative (0 means the default)")
+	}
+	return nil
 }
 
 // Receiver is the receiving end: an http.Handler to mount on your server, and a broker.Subscriber whose Receive
@@ -38,16 +66,13 @@ type Receiver struct {
 	inflight sync.WaitGroup
 }
 
-// NewReceiver checks cfg and returns a receiver. It does no I/O.
-func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
-	if len(cfg.Verifier.Secrets) == 0 {
-		return nil, fmt.Errorf("%w: webhook: ReceiverConfig.Verifier.Secrets is empty; set the secret the sender signs with", postbox.ErrInvalidConfig)
+// NewReceiver checks cfg and returns a receiver. It does no I/O. Errors wrap postbox.ErrInvalidConfig.
+func NewReceiver(cfg *ReceiverConfig) (*Receiver, error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%w: webhook: %w", postbox.ErrInvalidConfig, err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Receiver{verifier: cfg.Verifier, log: log,
+	return &Receiver{verifier: c.Verifier, log: c.Logger,
 		ce: broker.CloudEvents{Prefix: broker.PrefixHTTP, PercentEncode: true}}, nil
 }
 
@@ -56,7 +81,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 // that orders by key (Publisher does) keeps one request per key in flight.
 func (r *Receiver) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
 	if handle == nil {
-		return errors.New("webhook: Receive needs a handler; wrap yours with broker.AckAfter")
+		return errors.New("webhook: Receive needs a handler; to process through the inbox, use broker.Consume")
 	}
 	r.mu.Lock()
 	if r.handle != nil {
@@ -80,7 +105,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "webhook: only POST is accepted", http.StatusMethodNotAllowed)
 		return
 	}
-	body, status, err := readBody(w, req, r.verifier.MaxBodyBytes)
+	body, status, err := readBody(w, req, r.verifier.maxBody())
 	if err == nil {
 		status, err = http.StatusUnauthorized, r.verifier.Verify(req.Header, body)
 	}

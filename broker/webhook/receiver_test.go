@@ -43,7 +43,7 @@ func receiving(t *testing.T, rcv *webhook.Receiver, handle broker.DeliveryHandle
 	// Requests get 503 until Receive has registered its handler.
 	probe := brokertest.Records("probe", 1, 0)
 	probe[0].Type = "probe"
-	pub := publisher(t, srv.URL, webhook.Config{})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{})
 	for deadline := time.Now().Add(10 * time.Second); pub.Publish(context.Background(), probe) != nil; {
 		if time.Now().After(deadline) {
 			t.Fatal("Receive did not start")
@@ -54,7 +54,7 @@ func receiving(t *testing.T, rcv *webhook.Receiver, handle broker.DeliveryHandle
 }
 
 func newReceiver(t *testing.T) *webhook.Receiver {
-	rcv, err := webhook.NewReceiver(webhook.ReceiverConfig{Verifier: webhook.Verifier{Secrets: [][]byte{[]byte("s")}}, Logger: quiet()})
+	rcv, err := webhook.NewReceiver(&webhook.ReceiverConfig{Verifier: webhook.Verifier{Secrets: []string{testSecret}}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,19 +62,17 @@ func newReceiver(t *testing.T) *webhook.Receiver {
 }
 
 func TestReceiverOutcomes(t *testing.T) {
-	permanent := postbox.Permanent(errors.New("malformed order"))
-	srv := receiving(t, newReceiver(t), broker.AckPolicy{Logger: quiet(),
-		NackDelay: func(int) time.Duration { return 1500 * time.Millisecond }}.Wrap(
-		func(ctx context.Context, m postbox.Message) error {
-			switch m.Type {
-			case "fail":
-				return errors.New("database down")
-			case "poison":
-				return permanent
-			}
-			return nil
-		}))
-	pub := publisher(t, srv.URL, webhook.Config{})
+	srv := receiving(t, newReceiver(t), func(ctx context.Context, d *broker.Delivery) {
+		switch d.Message.Type {
+		case "fail":
+			_ = d.Nack(ctx, 1500*time.Millisecond)
+		case "poison":
+			_ = d.Reject(ctx)
+		default:
+			_ = d.Ack(ctx)
+		}
+	})
+	pub := publisher(t, srv.URL, webhook.PublisherConfig{})
 	recs := brokertest.Records("orders", 3, 0)
 	recs[1].Type, recs[2].Type = "fail", "poison"
 	err := pub.Publish(context.Background(), recs)
@@ -113,12 +111,12 @@ func TestReceiverRefuses(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	valid := func(id string) http.Header {
-		h := signed([]byte("s"), id, time.Now(), "x")
+		h := http.Header{}
 		h.Set("ce-specversion", "1.0")
 		h.Set("ce-id", "m1")
 		h.Set("ce-type", "t")
 		h.Set(webhook.HeaderTopic, "orders")
-		return h
+		return signRequest(testKey, h, id, time.Now(), "x")
 	}
 	if status, _ := do(http.MethodGet, valid("m1"), "x"); status != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", status)
@@ -126,7 +124,7 @@ func TestReceiverRefuses(t *testing.T) {
 	if status, msg := do(http.MethodPost, nil, "x"); status != http.StatusUnauthorized || !strings.Contains(msg, "missing header") {
 		t.Errorf("unsigned: %d %q", status, msg)
 	}
-	notCE := signed([]byte("s"), "m1", time.Now(), "x")
+	notCE := signed(testKey, "m1", time.Now(), "x")
 	if status, msg := do(http.MethodPost, notCE, "x"); status != http.StatusBadRequest || !strings.Contains(msg, "CloudEvents") {
 		t.Errorf("signed but not a CloudEvent: %d %q", status, msg)
 	}
@@ -143,7 +141,7 @@ func TestReceiverRefuses(t *testing.T) {
 
 func TestReceiverNotReceiving(t *testing.T) {
 	srv := receiving(t, newReceiver(t), nil)
-	err := publisher(t, srv.URL, webhook.Config{}).Publish(context.Background(), brokertest.Records("t", 1, 0))
+	err := publisher(t, srv.URL, webhook.PublisherConfig{}).Publish(context.Background(), brokertest.Records("t", 1, 0))
 	if err == nil || postbox.IsPermanent(err) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Publish while no Receive runs = %v; want a retryable 503", err)
 	}
@@ -151,11 +149,12 @@ func TestReceiverNotReceiving(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	srv := receiving(t, newReceiver(t), func(ctx context.Context, d *broker.Delivery) { _ = d.Nack(ctx, 2500*time.Millisecond) })
-	h := signed([]byte("s"), "m1", time.Now(), "")
+	h := http.Header{}
 	h.Set("ce-specversion", "1.0")
 	h.Set("ce-id", "m1")
 	h.Set("ce-type", "t")
 	h.Set(webhook.HeaderTopic, "orders")
+	h = signRequest(testKey, h, "m1", time.Now(), "")
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
 	req.Header = h
 	resp, err := client(t).Do(req)

@@ -26,17 +26,23 @@ func TestSignMatchesStandardWebhooks(t *testing.T) {
 
 var now = time.Unix(1_700_000_000, 0)
 
-func signed(secret []byte, id string, ts time.Time, body string) http.Header {
-	h := http.Header{}
+// signed returns the signature headers of a request with no other header.
+func signed(key []byte, id string, ts time.Time, body string) http.Header {
+	return signRequest(key, http.Header{}, id, ts, body)
+}
+
+// signRequest adds to h the signature headers a Postbox publisher sends, and returns it.
+func signRequest(key []byte, h http.Header, id string, ts time.Time, body string) http.Header {
 	h.Set(webhook.HeaderID, id)
 	h.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	h.Set(webhook.HeaderSignature, webhook.Sign(secret, id, ts.Unix(), []byte(body)))
+	h.Set(webhook.HeaderSignature, webhook.Sign(key, id, ts.Unix(), []byte(body)))
+	h.Set(webhook.HeaderSignedHeaders, webhook.SignHeaders(key, id, ts.Unix(), h))
 	return h
 }
 
 func TestVerify(t *testing.T) {
-	old, current := []byte("old-secret"), []byte("new-secret")
-	v := &webhook.Verifier{Secrets: [][]byte{current, old}, MaxSkew: time.Minute, Now: func() time.Time { return now }}
+	old, current := []byte("old-secret-0123456789-abcdef"), []byte("new-secret-0123456789-abcdef")
+	v := &webhook.Verifier{Secrets: []string{string(current), webhook.FormatSecret(old)}, MaxSkew: time.Minute, Now: func() time.Time { return now }}
 	with := func(h http.Header, name, value string) http.Header {
 		h = h.Clone()
 		if value == "" {
@@ -60,7 +66,7 @@ func TestVerify(t *testing.T) {
 		"tampered body":          {good, "b0dy", webhook.ErrSignatureFailed},
 		"other message ID":       {with(good, webhook.HeaderID, "id-2"), "body", webhook.ErrSignatureFailed},
 		"other timestamp":        {with(good, webhook.HeaderTimestamp, strconv.FormatInt(now.Unix()+1, 10)), "body", webhook.ErrSignatureFailed},
-		"unknown secret":         {signed([]byte("guess"), "id-1", now, "body"), "body", webhook.ErrSignatureFailed},
+		"unknown secret":         {signed([]byte("guess-guess-guess-guess-guess"), "id-1", now, "body"), "body", webhook.ErrSignatureFailed},
 		"not base64":             {with(good, webhook.HeaderSignature, "v1,!!!"), "body", webhook.ErrSignatureFailed},
 		"too old":                {signed(current, "id-1", now.Add(-2*time.Minute), "body"), "body", webhook.ErrClockSkew},
 		"from the future":        {signed(current, "id-1", now.Add(2*time.Minute), "body"), "body", webhook.ErrClockSkew},
@@ -83,8 +89,8 @@ func TestVerify(t *testing.T) {
 }
 
 func TestMiddleware(t *testing.T) {
-	secret := []byte("s")
-	v := &webhook.Verifier{Secrets: [][]byte{secret}, MaxBodyBytes: 10}
+	secret := testKey
+	v := &webhook.Verifier{Secrets: []string{testSecret}, MaxBodyBytes: 10}
 	var got string
 	srv := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

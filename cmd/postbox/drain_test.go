@@ -35,7 +35,7 @@ func testRelayDrain(t *testing.T, db string) {
 		hold  = 300 * time.Millisecond // how long the receiver takes over each request
 	)
 	table := freshTable("drain_outbox")
-	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + table, "POSTBOX_WEBHOOK_SECRET=drain-test-secret"}
+	env := []string{"POSTBOX_DB=" + db, "POSTBOX_TABLE=" + table, "POSTBOX_WEBHOOK_SECRET=drain-test-secret-0123456789"}
 	ok := func(args ...string) string {
 		t.Helper()
 		return mustPostbox(t, env, args...)
@@ -97,7 +97,7 @@ func testRelayDrain(t *testing.T, db string) {
 		t.Fatalf("no webhook request within 30s; relay stderr:\n%s", relay.stderr.String())
 	}
 	relay.stop(t)
-	got, bad := snapshot()
+	got, _ := snapshot() // faults accumulate and are checked once, after run 2
 	first := map[string]bool{}
 	for _, id := range got[0] {
 		if first[id] {
@@ -141,7 +141,7 @@ func testRelayDrain(t *testing.T, db string) {
 		return len(all) == n
 	})
 	relay.stop(t)
-	got, bad = snapshot()
+	got, bad := snapshot()
 	times := map[string]int{}
 	for _, id := range append(got[0], got[1]...) {
 		times[id]++

@@ -20,6 +20,7 @@ require (
 	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/jsonschema v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/otel v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.24.1
 	github.com/rabbitmq/amqp091-go v1.16.0
@@ -33,10 +34,10 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/proto/otlp v1.11.0
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.5
 	google.golang.org/api v0.304.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
-	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/sqlite v1.61.1
 )
 
@@ -51,6 +52,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dlclark/regexp2 v1.11.5 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -81,7 +83,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -120,5 +122,6 @@ replace (
 	github.com/postbox-go/postbox/driver/databasesql => ../../driver/databasesql
 	github.com/postbox-go/postbox/driver/pgxv5 => ../../driver/pgxv5
 	github.com/postbox-go/postbox/internal/testenv => ../../internal/testenv
+	github.com/postbox-go/postbox/jsonschema => ../../jsonschema
 	github.com/postbox-go/postbox/otel => ../../otel
 )

@@ -19,7 +19,7 @@
 //	db, err := sql.Open("mysql", "app:secret@tcp(localhost:3306)/app?interpolateParams=true")
 //	client, err := postbox.NewClient(databasesql.New(db, databasesql.MySQL), nil)
 //
-// Driver implements sqlshared.Maintainable, so package partition can maintain partitioned tables through it.
+// Driver implements driver.SessionOpener, so package partition can maintain partitioned tables through it.
 package databasesql
 
 import (
@@ -29,18 +29,41 @@ import (
 	"errors"
 
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 )
 
-// Dialect is the SQL flavour of the database behind a *sql.DB.
-type Dialect = sqlshared.Dialect
+// Dialect is the SQL flavour of the database behind a *sql.DB: Postgres, MySQL or SQLite.
+type Dialect struct{ d sqlstore.Dialect }
 
 // The supported dialects.
 var (
-	Postgres = sqlshared.Postgres
-	SQLite   = sqlshared.SQLite
-	MySQL    = sqlshared.MySQL
+	Postgres = Dialect{sqlstore.Postgres}
+	SQLite   = Dialect{sqlstore.SQLite}
+	// MySQL is MySQL 8.0 and later, and MariaDB 10.6 and later: the versions with FOR UPDATE SKIP LOCKED. Tables
+	// are InnoDB, schemas are databases, IDs are BINARY(16) and times are Unix microseconds (see docs/MYSQL.md).
+	MySQL = Dialect{sqlstore.MySQL}
 )
+
+// Name is the dialect's name as reported in driver.Capabilities: "postgres", "mysql" or "sqlite"; "" for the zero
+// Dialect.
+func (d Dialect) Name() string { return d.Capabilities().Dialect }
+
+// Capabilities reports what the dialect supports; nothing for the zero Dialect.
+func (d Dialect) Capabilities() driver.Capabilities {
+	if d.d == nil {
+		return driver.Capabilities{}
+	}
+	return d.d.Capabilities()
+}
+
+// ClaimSQL is the query a relay claims a batch with on the table set n, for review and EXPLAIN. Its arguments are
+// the current time (Unix microseconds on MySQL and SQLite) and the batch size.
+func (d Dialect) ClaimSQL(n driver.Names) string {
+	if d.d == nil {
+		return ""
+	}
+	return sqlstore.ClaimSQL(d.d, n)
+}
 
 // Driver connects Postbox to a database through database/sql.
 type Driver struct {
@@ -54,9 +77,12 @@ func New(db *sql.DB, dialect Dialect) *Driver { return &Driver{db: db, dialect: 
 // Capabilities reports the dialect's.
 func (d *Driver) Capabilities() driver.Capabilities { return d.dialect.Capabilities() }
 
-// Store returns the operations on one table set.
-func (d *Driver) Store(n driver.Names) driver.Store[*sql.Tx] {
-	return sqlshared.NewStore[*sql.Tx](backend{d}, d.dialect, n)
+// Store returns the operations on the table set n, or an error when n is invalid.
+func (d *Driver) Store(n driver.Names) (driver.Store[*sql.Tx], error) {
+	if d.dialect.d == nil {
+		return nil, errors.New("postbox: databasesql.New was given no dialect; pass databasesql.Postgres, MySQL or SQLite")
+	}
+	return sqlstore.New[*sql.Tx](backend{d}, d.dialect.d, n)
 }
 
 // Ping implements driver.Pinger with the database's PingContext. A relay that cannot reach the database pings it
@@ -67,7 +93,7 @@ func (d *Driver) Ping(ctx context.Context) error { return d.db.PingContext(ctx) 
 func (d *Driver) Dialect() Dialect { return d.dialect }
 
 // Session opens a connection of its own for maintenance; closing the session closes the connection.
-func (d *Driver) Session(ctx context.Context) (sqlshared.Session, error) {
+func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -90,18 +116,18 @@ func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
 }
 
 var (
-	_ sqlshared.Maintainable = (*Driver)(nil)
-	_ driver.Pinger          = (*Driver)(nil)
+	_ driver.SessionOpener = (*Driver)(nil)
+	_ driver.Pinger        = (*Driver)(nil)
 )
 
 type backend struct{ d *Driver }
 
-func (b backend) Pool() sqlshared.Conn           { return conn{b.d.db} }
-func (b backend) Conn(tx *sql.Tx) sqlshared.Conn { return conn{tx} }
+func (b backend) Pool() sqlstore.Conn           { return conn{b.d.db} }
+func (b backend) Conn(tx *sql.Tx) sqlstore.Conn { return conn{tx} }
 
-func (b backend) Session(ctx context.Context) (sqlshared.Session, error) { return b.d.Session(ctx) }
+func (b backend) Session(ctx context.Context) (driver.Session, error) { return b.d.Session(ctx) }
 
-func (b backend) BeginTx(ctx context.Context) (sqlshared.Tx, error) {
+func (b backend) BeginTx(ctx context.Context) (sqlstore.Tx, error) {
 	if b.d.dialect == SQLite {
 		return beginImmediate(ctx, b.d.db)
 	}
@@ -179,7 +205,7 @@ type immediateTx struct {
 	c *sql.Conn
 }
 
-func beginImmediate(ctx context.Context, db *sql.DB) (sqlshared.Tx, error) {
+func beginImmediate(ctx context.Context, db *sql.DB) (sqlstore.Tx, error) {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/driver/databasesql"
+	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // openExample opens a SQLite database in a new temporary directory, migrated, with a table of charges for the
@@ -111,4 +115,47 @@ func Example_failurePolicy() {
 	// failed 3 <nil>
 	// duplicate 0 <nil>
 	// dead letters: billing.dead 1
+}
+
+// broker.Consume runs any broker.Subscriber into a consumer: each delivery is processed once through the inbox and
+// acked, nacked or rejected by its outcome. Here an in-memory subscriber delivers an order twice and a message
+// whose ID is not valid.
+func Example_consume() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	_, client, done := openExample(ctx)
+	defer done()
+
+	consumer, err := postbox.NewConsumer(client, "billing", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	charge := func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO charges (message_id) VALUES (?)", m.ID); err != nil {
+			return nil, err
+		}
+		return []postbox.Message{{Topic: "billing", Key: m.Key, Type: "card.charged", Payload: m.Payload}}, nil
+	}
+
+	sub := &postboxtest.Subscriber{} // natsbroker.NewSubscriber(…), kafkabroker.NewSubscriber(…)…
+	order := postbox.Message{ID: "0190f6e4-3b7a-7c3d-8e4f-123456789abe", Topic: "orders", Key: "order-1",
+		Type: "order.created", Payload: []byte(`{"order":1}`)}
+	sub.Send(broker.Event{Message: order}, broker.Event{Message: order},
+		broker.Event{Message: postbox.Message{ID: "order-2\n", Topic: "orders", Type: "order.created"}})
+	go func() {
+		sub.WaitSettled(ctx, 3, time.Minute)
+		stop()
+	}()
+	quiet := slog.New(slog.DiscardHandler)
+	// Blocks until ctx is cancelled.
+	if err := broker.Consume(ctx, sub, consumer, charge, &broker.ConsumeConfig{Logger: quiet}); err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range sub.Settlements() {
+		fmt.Printf("%s %q\n", s.How, s.ID)
+	}
+	// Output:
+	// ack "0190f6e4-3b7a-7c3d-8e4f-123456789abe"
+	// ack "0190f6e4-3b7a-7c3d-8e4f-123456789abe"
+	// reject "order-2\n"
 }

@@ -41,7 +41,8 @@ func Example() {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES ('o-1')"); err != nil {
 			return err
 		}
-		return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{"id":"o-1"}`)})
+		_, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: "o-1", Type: "order.created", Payload: []byte(`{"id":"o-1"}`)})
+		return err
 	})
 	if err != nil {
 		panic(err)
@@ -73,7 +74,8 @@ func Example_deadLetters() {
 		panic(err)
 	}
 	_ = client.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		_, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		return err
 	})
 	rejecting := postbox.PublisherFunc(func(context.Context, []postbox.Record) error {
 		return postbox.Permanent(fmt.Errorf("schema registry rejected the payload"))
@@ -104,7 +106,8 @@ func Example_cleaner() {
 		panic(err)
 	}
 	_ = client.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		_, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created"})
+		return err
 	})
 	relay, _ := postbox.NewRelay(client, &postboxtest.Recorder{}, &postbox.RelayConfig{KeepPublished: true})
 	_, _ = relay.RunOnce(ctx)

@@ -125,7 +125,8 @@ func TestMySQLStorage(t *testing.T) {
 	c := drivertest.Client(t, newMySQL(t), cfg)
 	id := postbox.NewID()
 	err := c.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return c.Enqueue(ctx, tx, postbox.Message{ID: id, Topic: "orders", Type: "order.created", Payload: []byte{0, 255}})
+		_, err := c.Enqueue(ctx, tx, postbox.Message{ID: id, Topic: "orders", Type: "order.created", Payload: []byte{0, 255}})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
@@ -87,8 +87,7 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	})
 
 	t.Run("OneInstanceAtATime", func(t *testing.T) {
-		m, ok := drv.(sqlshared.Maintainable)
-		if !ok || !m.Dialect().Capabilities().SkipLocked {
+		if !drv.Capabilities().SkipLocked {
 			// SQLite has one writer: cleaners simply take turns, so there is no lock to hold.
 			return
 		}
@@ -99,13 +98,10 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		clock.Advance(postbox.DefaultRetention + time.Hour)
 
 		// Another instance holds the table's cleanup lock.
-		sess, err := m.Session(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, sess := session(t, drv)
 		defer sess.Close()
 		names := namesOf(c)
-		if got, err := m.Dialect().TryLock(ctx, sess, names, sqlshared.LockCleanup); err != nil || !got {
+		if got, err := d.TryLock(ctx, sess, names, sqlstore.LockCleanup); err != nil || !got {
 			t.Fatalf("TryLock = %v, %v", got, err)
 		}
 		cl, err := postbox.NewCleaner(c, nil)
@@ -115,7 +111,7 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		if res, err := cl.RunOnce(ctx); !errors.Is(err, postbox.ErrLocked) || res.Published != 0 {
 			t.Fatalf("cleanup while another instance cleans = %+v, %v; want ErrLocked and nothing deleted", res, err)
 		}
-		if err := m.Dialect().Unlock(ctx, sess, names, sqlshared.LockCleanup); err != nil {
+		if err := d.Unlock(ctx, sess, names, sqlstore.LockCleanup); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := cl.RunOnce(ctx); err != nil || res.Published != 5 {
@@ -152,10 +148,30 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	})
 }
 
+// cleaner returns a Cleaner of c with cfg, failing the test when cfg is refused.
+func cleaner[TTx any](t *testing.T, c *postbox.Client[TTx], cfg *postbox.CleanupConfig) *postbox.Cleaner {
+	t.Helper()
+	cl, err := postbox.NewCleaner(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// storeOf returns drv's store of c's tables.
+func storeOf[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx]) driver.Store[TTx] {
+	t.Helper()
+	s, err := drv.Store(namesOf(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // namesOf returns the identifiers of c's tables.
 func namesOf[TTx any](c *postbox.Client[TTx]) driver.Names {
 	cfg := c.Config()
-	return driver.Names{Schema: cfg.Schema, Outbox: cfg.Table, Inbox: cfg.InboxTable, Partitioned: cfg.Partitioned}
+	return driver.Names{Schema: cfg.Schema, Outbox: cfg.Table, Inbox: cfg.InboxTable, Partitioned: cfg.Partitioned, Ordered: cfg.Ordered}
 }
 
 // chanHandler is a slog.Handler sending every record at Info or above to ch; it drops records ch has no room for.

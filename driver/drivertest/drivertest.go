@@ -38,6 +38,7 @@ func Exercise[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]
 		t.Fatal("drivertest: Options.Exec and Options.QueryInt are required; implement them with your driver's transaction type")
 	}
 	t.Run("Migrate", func(t *testing.T) { testMigrate(t, newDriver) })
+	t.Run("Store", func(t *testing.T) { testStore(t, newDriver, opts) })
 	t.Run("Enqueue", func(t *testing.T) { testEnqueue(t, newDriver) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, newDriver) })
 	t.Run("Relay", func(t *testing.T) { testRelay(t, newDriver) })
@@ -99,7 +100,7 @@ func messages(n int, topic string) []postbox.Message {
 }
 
 // relay returns a relay with a short poll interval for tests.
-func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher, cfg *postbox.RelayConfig) *postbox.Relay[TTx] {
+func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher, cfg *postbox.RelayConfig) *postbox.Relay {
 	t.Helper()
 	if cfg == nil {
 		cfg = &postbox.RelayConfig{}
@@ -115,7 +116,7 @@ func relay[TTx any](t *testing.T, c *postbox.Client[TTx], pub postbox.Publisher,
 }
 
 // drain runs r.RunOnce until a claim comes back empty and returns how many records it claimed in all.
-func drain[TTx any](t *testing.T, r *postbox.Relay[TTx]) int {
+func drain(t *testing.T, r *postbox.Relay) int {
 	t.Helper()
 	total := 0
 	for {

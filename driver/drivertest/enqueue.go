@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
@@ -154,10 +154,13 @@ func testEnqueue[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			t.Fatal(err)
 		}
 		defer drv.Rollback(ctx, tx)
+		reported := map[string]string{} // type -> the ID Enqueue reported
 		for _, m := range want {
-			if err := c.Enqueue(ctx, tx, m); err != nil {
+			id, err := c.Enqueue(ctx, tx, m)
+			if err != nil {
 				t.Fatal(err)
 			}
+			reported[m.Type] = id
 		}
 		// A transaction still open means Enqueue did not commit: a relay sees nothing yet.
 		rec := &postboxtest.Recorder{}
@@ -180,6 +183,9 @@ func testEnqueue[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			g, ok := byType[w.Type]
 			if !ok {
 				t.Fatalf("message %s not published; got %+v", w.Type, got)
+			}
+			if g.ID != reported[w.Type] {
+				t.Errorf("%s: published with ID %q, but Enqueue reported %q", w.Type, g.ID, reported[w.Type])
 			}
 			if w.ID != "" && g.ID != strings.ToLower(w.ID) {
 				t.Errorf("%s: ID %q, want the given ID in lower case %q", w.Type, g.ID, strings.ToLower(w.ID))
@@ -297,7 +303,10 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	}
 	defer drv.Rollback(ctx, tx)
 	for _, tc := range cases {
-		err := c.Enqueue(ctx, tx, tc.msg)
+		id, err := c.Enqueue(ctx, tx, tc.msg)
+		if id != "" {
+			t.Errorf("%s: refused message reported ID %q", tc.name, id)
+		}
 		if !errors.Is(err, postbox.ErrInvalidMessage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Enqueue error %v; want ErrInvalidMessage saying %q", tc.name, err, tc.want)
 		}
@@ -311,7 +320,7 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		t.Errorf("a batch repeating an ID: %v, want ErrInvalidMessage", err)
 	}
 	// After every refusal the transaction still works (on PostgreSQL an error inside it would have aborted it).
-	if err := c.Enqueue(ctx, tx, ok); err != nil {
+	if _, err := c.Enqueue(ctx, tx, ok); err != nil {
 		t.Fatalf("Enqueue after refused input: %v", err)
 	}
 	if err := drv.Commit(ctx, tx); err != nil {
@@ -362,8 +371,8 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		cfg := Tables(nil)
 		// Unique like the table names: on MySQL a schema is a database, shared by every checkout using the server.
 		cfg.Schema = "pbt_schema_" + strings.TrimPrefix(cfg.Table, "pbt_outbox_")
-		if m, ok := drv.(sqlshared.Maintainable); ok && m.Dialect() == sqlshared.MySQL {
-			t.Cleanup(func() { dropDatabase(t, m, cfg.Schema) })
+		if drv.Capabilities().Dialect == "mysql" {
+			t.Cleanup(func() { dropDatabase(t, drv, cfg.Schema) })
 		}
 		sc := Client(t, drv, cfg)
 		enqueue(t, sc, messages(2, "orders")...)
@@ -374,15 +383,11 @@ func testInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 }
 
 // dropDatabase drops a MySQL database a test made as a schema.
-func dropDatabase(t *testing.T, m sqlshared.Maintainable, name string) {
+func dropDatabase[TTx any](t *testing.T, drv driver.Driver[TTx], name string) {
 	ctx := context.Background()
-	sess, err := m.Session(ctx)
-	if err != nil {
-		t.Error(err)
-		return
-	}
+	d, sess := session(t, drv)
 	defer sess.Close()
-	if _, err := sess.Exec(ctx, "DROP DATABASE IF EXISTS "+m.Dialect().QuoteIdent(name)); err != nil {
+	if _, err := sess.Exec(ctx, "DROP DATABASE IF EXISTS "+d.QuoteIdent(name)); err != nil {
 		t.Errorf("drop test database %s: %v", name, err)
 	}
 }

@@ -91,11 +91,8 @@ func ExerciseLeastPrivilege[TTx any](t *testing.T, r Roles[TTx]) {
 	if n, err := maint.PurgeDead(ctx, postbox.DeadFilter{Topic: "poison"}); err != nil || n != 1 {
 		t.Fatalf("PurgeDead as the maintainer: %d, %v", n, err)
 	}
-	if _, err := maint.Cleanup(ctx, time.Hour, 100); err != nil {
-		t.Fatalf("Cleanup as the maintainer: %v", err)
-	}
-	if _, err := maint.InboxCleanup(ctx, time.Nanosecond, 100); err != nil {
-		t.Fatalf("InboxCleanup as the maintainer: %v", err)
+	if _, err := cleaner(t, maint, &postbox.CleanupConfig{InboxRetention: time.Nanosecond}).RunOnce(ctx); err != nil {
+		t.Fatalf("cleanup of the outbox and inbox as the maintainer: %v", err)
 	}
 	if status, err := maint.MigrationStatus(ctx); err != nil || len(status) == 0 || !status[len(status)-1].Applied {
 		t.Fatalf("MigrationStatus as the maintainer: %+v, %v", status, err)
@@ -121,12 +118,13 @@ func ExerciseLeastPrivilege[TTx any](t *testing.T, r Roles[TTx]) {
 	denied("the application deleting outbox rows", err)
 	for name, c := range map[string]*postbox.Client[TTx]{"the relay": relayC, "the maintainer": maint} {
 		err := c.InTx(ctx, func(ctx context.Context, tx TTx) error {
-			return c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "forged"})
+			_, err := c.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "forged"})
+			return err
 		})
 		denied(name+" enqueuing", err)
 	}
 	_, err = postbox.Process(ctx, relayC, "billing", postbox.Message{ID: postbox.NewID(), Topic: "orders", Type: "x"}, apply)
 	denied("the relay claiming in the inbox", err)
-	_, err = relayC.InboxCleanup(ctx, time.Nanosecond, 100)
+	_, err = cleaner(t, relayC, &postbox.CleanupConfig{InboxRetention: time.Nanosecond}).RunOnce(ctx)
 	denied("the relay deleting inbox rows", err)
 }

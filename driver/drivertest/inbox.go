@@ -22,8 +22,10 @@ func testInbox[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx
 	t.Run("DuplicateKeepsTxUsable", func(t *testing.T) { testInboxDuplicateTx(t, newDriver, opts) })
 	t.Run("EventsIfAndOnlyIfCommit", func(t *testing.T) { testInboxEvents(t, newDriver, opts) })
 	t.Run("Consumers", func(t *testing.T) { testInboxConsumers(t, newDriver, opts) })
-	t.Run("Middleware", func(t *testing.T) { testInboxMiddleware(t, newDriver, opts) })
+	t.Run("Consume", func(t *testing.T) { testInboxConsume(t, newDriver, opts) })
 	t.Run("InvalidInput", func(t *testing.T) { testInboxInvalid(t, newDriver, opts) })
+	t.Run("Refused", func(t *testing.T) { testInboxRefused(t, newDriver, opts) })
+	t.Run("ScopeBySource", func(t *testing.T) { testInboxScopeBySource(t, newDriver, opts) })
 	t.Run("Typed", func(t *testing.T) { testInboxTyped(t, newDriver, opts) })
 	t.Run("FailurePolicy", func(t *testing.T) { testInboxFailurePolicy(t, newDriver, opts) })
 	t.Run("DefaultFailurePolicy", func(t *testing.T) { testInboxDefaultPolicy(t, newDriver, opts) })
@@ -316,7 +318,7 @@ func testInboxDuplicateTx[TTx any](t *testing.T, newDriver NewDriver[TTx], opts 
 	if err := e.write(ctx, tx, "billing", later); err != nil {
 		t.Fatalf("a statement after a duplicate claim, in the same transaction: %v", err)
 	}
-	if err := e.c.Enqueue(ctx, tx, postbox.Message{Topic: "invoices", Type: "invoice.created"}); err != nil {
+	if _, err := e.c.Enqueue(ctx, tx, postbox.Message{Topic: "invoices", Type: "invoice.created"}); err != nil {
 		t.Fatalf("Enqueue after a duplicate claim, in the same transaction: %v", err)
 	}
 	if fresh, err := cons.Claim(ctx, tx, next.ID); err != nil || !fresh {
@@ -418,43 +420,6 @@ func testInboxConsumers[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Op
 	}
 }
 
-// testInboxMiddleware: the middleware chain for users with their own router deduplicates and enqueues like Process.
-func testInboxMiddleware[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
-	ctx := context.Background()
-	e := newInboxEnv(t, newDriver(t), opts, nil)
-	cons := e.consumer("router", nil)
-	calls := 0
-	handle := func(ctx context.Context, m postbox.Message) ([]postbox.Message, error) {
-		calls++
-		tx, ok := postbox.TxFromContext[TTx](ctx)
-		if !ok {
-			return nil, errors.New("no transaction in the handler's context")
-		}
-		return e.handler("router")(ctx, tx, m)
-	}
-	for name, h := range map[string]postbox.HandlerFunc{
-		"Middleware": cons.Middleware()(handle),
-		"Chain":      postbox.Chain(cons.Transaction(), cons.Inbox(), cons.Outbox())(handle),
-	} {
-		calls = 0
-		m := delivery()
-		for i := range 3 {
-			if out, err := h(ctx, m); err != nil || len(out) != 0 {
-				t.Fatalf("%s: delivery %d = %v, %v; want no error and the events kept for the outbox", name, i, out, err)
-			}
-		}
-		if calls != 1 || e.effects(m) != 1 {
-			t.Fatalf("%s: handler called %d times, %d business rows; want 1 and 1", name, calls, e.effects(m))
-		}
-	}
-	if s := stats(t, e.c); s.Pending != 2 {
-		t.Fatalf("%d events pending; want one per chain", s.Pending)
-	}
-	if _, err := cons.Inbox()(handle)(ctx, delivery()); err == nil || !strings.Contains(err.Error(), "Transaction middleware") {
-		t.Fatalf("Inbox without Transaction: %v; want an error saying to put the Transaction middleware first", err)
-	}
-}
-
 // testInboxInvalid: bad input is refused before anything is written.
 func testInboxInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
 	ctx := context.Background()
@@ -467,9 +432,10 @@ func testInboxInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Opti
 		{strings.Repeat("x", postbox.MaxMessageIDLen+1), "message ID is 256 bytes"},
 		{"a\nb", "control character"},
 	} {
-		_, err := postbox.Process(ctx, e.c, "billing", postbox.Message{ID: tc.id, Topic: "orders", Type: "x"}, h)
-		if !errors.Is(err, postbox.ErrInvalidMessage) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("message ID %q: %v; want ErrInvalidMessage saying %q", tc.id, err, tc.want)
+		res, err := postbox.Process(ctx, e.c, "billing", postbox.Message{ID: tc.id, Topic: "orders", Type: "x"}, h)
+		if !errors.Is(err, postbox.ErrInvalidMessage) || !postbox.IsPermanent(err) || res.Outcome != postbox.Rejected ||
+			!strings.Contains(err.Error(), tc.want) {
+			t.Errorf("message ID %q: %v, %v; want Rejected and a permanent ErrInvalidMessage saying %q", tc.id, res.Outcome, err, tc.want)
 		}
 	}
 	// IDs of producers other than Postbox are fine.
@@ -484,6 +450,7 @@ func testInboxInvalid[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Opti
 		{"", nil, "consumer name is empty"},
 		{strings.Repeat("c", postbox.MaxConsumerLen+1), nil, "256 bytes"},
 		{"billing", &postbox.ConsumerConfig{MaxFailures: -1}, "MaxFailures is -1"},
+		{"billing", &postbox.ConsumerConfig{MaxPayloadBytes: -1}, "MaxPayloadBytes is -1"},
 		{"billing", &postbox.ConsumerConfig{DeadLetterTopic: "dead"}, "set MaxFailures"},
 		{"billing", &postbox.ConsumerConfig{MaxFailures: 3, DeadLetterTopic: "a\tb"}, "not a valid topic"},
 	} {
@@ -554,14 +521,26 @@ func testInboxTyped[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Option
 		t.Fatalf("published %+v with payload %s (%v); want the typed event as JSON", got.Message, got.Payload, err)
 	}
 
-	// A payload the command type does not describe is refused as permanent: no redelivery can fix it.
+	// A producer added a field the command type does not know: the handler still processes the message.
+	added := delivery()
+	added.Payload = []byte(`{"order_id":"o-8","cents":1,"currency":"EUR"}`)
+	res, err = postbox.Process(ctx, e.c, "payments", added, h)
+	expectOutcome(t, "typed command with a field its type does not know", res, err, postbox.Processed)
+	if n := e.effects(added); n != 1 {
+		t.Fatalf("%d business rows for the command with an added field; want 1", n)
+	}
+
+	// A strict handler refuses it as permanent: no redelivery can fix it.
+	strict := postbox.JSONHandlerStrict(func(ctx context.Context, tx TTx, cmd chargeCard, m postbox.Message) ([]postbox.Event, error) {
+		return nil, e.write(ctx, tx, "payments", m)
+	})
 	bad := delivery()
-	bad.Payload = []byte(`{"order_id":"o-8","cents":1,"currency":"EUR"}`)
-	res, err = postbox.Process(ctx, e.c, "payments", bad, h)
-	if !postbox.IsPermanent(err) || !strings.Contains(err.Error(), `unknown field "currency"`) || res.Outcome != postbox.Retry {
-		t.Fatalf("payload with an unknown field: %v, %v; want a permanent error naming the field (and Retry under the default policy)", res.Outcome, err)
+	bad.Payload = added.Payload
+	res, err = postbox.Process(ctx, e.c, "payments", bad, strict)
+	if !postbox.IsPermanent(err) || !strings.Contains(err.Error(), `unknown field "currency"`) || res.Outcome != postbox.Rejected {
+		t.Fatalf("strict handler, payload with an unknown field: %v, %v; want a permanent error naming the field, Rejected", res.Outcome, err)
 	}
 	if n := e.effects(bad); n != 0 {
-		t.Fatalf("the handler ran for an undecodable payload")
+		t.Fatalf("the strict handler wrote for an undecodable payload")
 	}
 }

@@ -214,7 +214,7 @@ func testInboxDefaultPolicy[TTx any](t *testing.T, newDriver NewDriver[TTx], opt
 	}
 }
 
-// testInboxCleanup: cleanup deletes the claims and failure counts past the retention, and only those.
+// testInboxCleanup: a Cleaner deletes the claims and failure counts past the retention, and only those.
 func testInboxCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
 	ctx := context.Background()
 	clock := postboxtest.NewClock(time.Now())
@@ -245,9 +245,14 @@ func testInboxCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Opti
 	process(fresh, e.handler("billing"))
 	process(freshFailing, e.failing("billing", declined, &calls))
 
-	n, err := e.c.InboxCleanup(ctx, retention, 10)
-	if err != nil || n != 27 {
-		t.Fatalf("InboxCleanup = %d, %v; want the 26 old claims and the old failure count deleted (27 rows)", n, err)
+	kept, err := cleaner(t, e.c, &postbox.CleanupConfig{InboxRetention: retention, KeepInbox: true}).RunOnce(ctx)
+	if err != nil || kept.Inbox != 0 || e.count("SELECT count(*) FROM "+e.cfg.InboxTable) != 27 {
+		t.Fatalf("cleanup with KeepInbox = %+v, %v; want the inbox's 27 claims left alone", kept, err)
+	}
+	cl := cleaner(t, e.c, &postbox.CleanupConfig{InboxRetention: retention, BatchSize: 10})
+	res, err := cl.RunOnce(ctx)
+	if err != nil || res.Inbox != 27 {
+		t.Fatalf("cleanup = %+v, %v; want the 26 old claims and the old failure count deleted (27 rows)", res, err)
 	}
 	if claims, counts := e.count("SELECT count(*) FROM "+e.cfg.InboxTable), e.failureCounts(); claims != 1 || counts != 1 {
 		t.Fatalf("%d claims and %d failure counts left; want the fresh ones only", claims, counts)
@@ -265,17 +270,17 @@ func testInboxCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Opti
 	if res := process(oldFailing, e.failing("billing", declined, &calls)); res.Failures != 1 {
 		t.Fatalf("a failure count past the retention was kept: %d failures; want the count to restart at 1", res.Failures)
 	}
-	if n, err := e.c.InboxCleanup(ctx, retention, 10); err != nil || n != 0 {
-		t.Fatalf("second InboxCleanup = %d, %v; want nothing left to delete", n, err)
+	if res, err := cl.RunOnce(ctx); err != nil || res.Inbox != 0 {
+		t.Fatalf("second cleanup = %+v, %v; want nothing left to delete", res, err)
 	}
-	for _, args := range [][2]int64{{0, 10}, {int64(time.Hour), 0}, {-1, 10}} {
-		if _, err := e.c.InboxCleanup(ctx, time.Duration(args[0]), int(args[1])); !errors.Is(err, postbox.ErrInvalidConfig) {
-			t.Errorf("InboxCleanup(%v, %d): %v; want ErrInvalidConfig", time.Duration(args[0]), args[1], err)
+	for _, cfg := range []postbox.CleanupConfig{{InboxRetention: -time.Hour}, {BatchSize: -1}} {
+		if _, err := postbox.NewCleaner(e.c, &cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
+			t.Errorf("NewCleaner(%+v): %v; want ErrInvalidConfig", cfg, err)
 		}
 	}
 }
 
-// testInboxCleanupRunner: the background cleaner deletes expired claims and stops with its context.
+// testInboxCleanupRunner: a Cleaner running on its schedule deletes expired claims and stops with its context.
 func testInboxCleanupRunner[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
 	ctx := context.Background()
 	clock := postboxtest.NewClock(time.Now())
@@ -290,14 +295,10 @@ func testInboxCleanupRunner[TTx any](t *testing.T, newDriver NewDriver[TTx], opt
 	if _, err := postbox.Process(ctx, e.c, "billing", fresh, e.handler("billing")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.RunInboxCleanup(ctx, &postbox.InboxCleanupConfig{BatchSize: -1}); !errors.Is(err, postbox.ErrInvalidConfig) {
-		t.Fatalf("RunInboxCleanup with a negative batch: %v; want ErrInvalidConfig at once", err)
-	}
+	cl := cleaner(t, e.c, &postbox.CleanupConfig{Interval: 10 * time.Millisecond})
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() {
-		done <- e.c.RunInboxCleanup(rctx, &postbox.InboxCleanupConfig{Interval: 10 * time.Millisecond})
-	}()
+	go func() { done <- cl.Run(rctx) }()
 	deadline := time.Now().Add(time.Minute) // a guard against hanging, not a measurement
 	for e.count("SELECT count(*) FROM "+e.cfg.InboxTable) != 1 {
 		if time.Now().After(deadline) {
@@ -309,7 +310,7 @@ func testInboxCleanupRunner[TTx any](t *testing.T, newDriver NewDriver[TTx], opt
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("RunInboxCleanup returned %v after its context was cancelled; want nil", err)
+		t.Fatalf("Run returned %v after its context was cancelled; want nil", err)
 	}
 	res, err := postbox.Process(ctx, e.c, "billing", fresh, e.handler("billing"))
 	expectOutcome(t, "the claim inside the retention", res, err, postbox.Duplicate)

@@ -17,19 +17,12 @@ import (
 func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	drv := newDriver(t)
 	ctx := context.Background()
-	ordered := func(cfg *postbox.RelayConfig) *postbox.RelayConfig {
-		if cfg == nil {
-			cfg = &postbox.RelayConfig{}
-		}
-		cfg.Ordered = true
-		return cfg
-	}
-
 	t.Run("NeedsOrderedTables", func(t *testing.T) {
 		c := Client(t, drv, nil)
-		if _, err := postbox.NewRelay(c, &postboxtest.Recorder{}, ordered(nil)); !errors.Is(err, postbox.ErrInvalidConfig) ||
+		// A relay is ordered when its client is: an ordered option on an unordered client is refused.
+		if _, err := postbox.NewRelay(c, &postboxtest.Recorder{}, &postbox.RelayConfig{DeadHoldsKey: true}); !errors.Is(err, postbox.ErrInvalidConfig) ||
 			!strings.Contains(err.Error(), "Config.Ordered") {
-			t.Fatalf("ordered relay on a client without Config.Ordered: %v; want ErrInvalidConfig naming Config.Ordered", err)
+			t.Fatalf("DeadHoldsKey on a client without Config.Ordered: %v; want ErrInvalidConfig naming Config.Ordered", err)
 		}
 		for _, m := range c.Migrations() {
 			if strings.Contains(m.Name, "ordered") {
@@ -47,7 +40,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		if err != nil || len(applied) != 1 || !strings.Contains(oc.Migrations()[len(oc.Migrations())-1].Name, "ordered") {
 			t.Fatalf("Migrate with Config.Ordered on migrated tables applied %v, %v; want the ordered index alone", applied, err)
 		}
-		if _, err := postbox.NewRelay(oc, &postboxtest.Recorder{}, ordered(nil)); err != nil {
+		if _, err := postbox.NewRelay(oc, &postboxtest.Recorder{}, &postbox.RelayConfig{DeadHoldsKey: true}); err != nil {
 			t.Fatalf("ordered relay with Config.Ordered: %v", err)
 		}
 	})
@@ -57,7 +50,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		msgs := keyed("a", "b", "a", "c", "b", "a", "")
 		enqueue(t, c, msgs...)
 		rec := &postboxtest.Recorder{}
-		r := relay(t, c, rec, ordered(nil))
+		r := relay(t, c, rec, nil)
 		// The heads of a, b and c, and the message without a key, which is not ordered.
 		if n, err := r.RunOnce(ctx); err != nil || n != 4 {
 			t.Fatalf("first claim took %d (%v); want the 3 heads and the unkeyed message", n, err)
@@ -83,7 +76,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			}
 			return nil
 		}}
-		r := relay(t, c, rec, ordered(&postbox.RelayConfig{BackoffBase: time.Minute, BackoffMax: time.Minute}))
+		r := relay(t, c, rec, &postbox.RelayConfig{BackoffBase: time.Minute, BackoffMax: time.Minute})
 		drain(t, r)
 		if got := publishedIDs(rec); !slices.Equal(got, ids(pick(msgs, 1, 3, 4))) {
 			t.Fatalf("published %v; want every b in order and no a while the first a fails", got)
@@ -104,7 +97,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		enqueue(t, c, first)
 		enqueue(t, c, postbox.Message{Topic: "orders", Type: "order.shipped", Key: "a"})
 		rec := &postboxtest.Recorder{}
-		r := relay(t, c, rec, ordered(nil))
+		r := relay(t, c, rec, nil)
 		if n := drain(t, r); n != 0 {
 			t.Fatalf("claimed %d; a message due in an hour must hold back the later message of its key", n)
 		}
@@ -122,7 +115,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		msgs := keyed("a", "a", "a")
 		enqueue(t, c, msgs...)
 		rec := &postboxtest.Recorder{Fail: failID(msgs[0].ID)}
-		r := relay(t, c, rec, ordered(nil))
+		r := relay(t, c, rec, nil)
 		drain(t, r)
 		if got := publishedIDs(rec); !slices.Equal(got, ids(msgs[1:])) {
 			t.Fatalf("published %v; want the two messages after the dead one, in order", got)
@@ -134,7 +127,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		msgs := keyed("a", "a", "b")
 		enqueue(t, c, msgs...)
 		rec := &postboxtest.Recorder{Fail: failID(msgs[0].ID)}
-		r := relay(t, c, rec, ordered(&postbox.RelayConfig{DeadHoldsKey: true}))
+		r := relay(t, c, rec, &postbox.RelayConfig{DeadHoldsKey: true})
 		drain(t, r)
 		if got := publishedIDs(rec); !slices.Equal(got, ids(msgs[2:])) {
 			t.Fatalf("published %v; want only b while a's first message is dead", got)
@@ -182,7 +175,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := relay(t, c, slow, ordered(&postbox.RelayConfig{BatchSize: 1}))
+			a := relay(t, c, slow, &postbox.RelayConfig{BatchSize: 1})
 			done := make(chan error, 1)
 			go func() {
 				_, err := a.RunOnce(ctx)
@@ -190,7 +183,7 @@ func testOrdered[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			}()
 			<-inFlight
 			rec := &postboxtest.Recorder{}
-			b := relay(t, rc, rec, ordered(nil))
+			b := relay(t, rc, rec, nil)
 			n, err := b.RunOnce(ctx)
 			close(release)
 			if err := <-done; err != nil {
@@ -224,7 +217,7 @@ func testOrderedRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := relay(t, rc, pub, &postbox.RelayConfig{Ordered: true, Workers: 2, BatchSize: 8})
+		r := relay(t, rc, pub, &postbox.RelayConfig{Workers: 2, BatchSize: 8})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -245,7 +238,8 @@ func testOrderedRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	checkKeyOrder(t, msgs, pub.rec.Records())
 }
 
-// orderedTables returns Tables(clock) for ordered relays: the client's migration adds the key index.
+// orderedTables returns Tables(clock) for an ordered client: its relays claim in per-key order, and its migration
+// adds the key index they need.
 func orderedTables(clock postbox.Clock) *postbox.Config {
 	cfg := Tables(clock)
 	cfg.Ordered = true

@@ -14,13 +14,13 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 	"github.com/postbox-go/postbox/partition"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // ExercisePartitions runs the whole conformance suite, the inbox's included, on partitioned tables (see
-// Partitioned), then the tests of partition.Maintainer. The driver must implement sqlshared.Maintainable on a database with partitioning; opts
+// Partitioned), then the tests of partition.Maintainer. The driver must implement driver.SessionOpener on a database with partitioning; opts
 // are Exercise's.
 func ExercisePartitions[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]) {
 	t.Run("Conformance", func(t *testing.T) { Exercise(t, Partitioned(newDriver), opts) })
@@ -38,9 +38,9 @@ func ExercisePartitions[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Op
 func Partitioned[TTx any](newDriver NewDriver[TTx]) NewDriver[TTx] {
 	return func(t *testing.T) driver.Driver[TTx] {
 		drv := newDriver(t)
-		m, ok := drv.(sqlshared.Maintainable)
+		m, ok := drv.(driver.SessionOpener)
 		if !ok {
-			t.Fatalf("driver %T does not implement sqlshared.Maintainable, so it cannot maintain partitions", drv)
+			t.Fatalf("driver %T does not implement driver.SessionOpener, so it cannot maintain partitions", drv)
 		}
 		return partitionedDriver[TTx]{Driver: drv, m: m}
 	}
@@ -48,19 +48,20 @@ func Partitioned[TTx any](newDriver NewDriver[TTx]) NewDriver[TTx] {
 
 type partitionedDriver[TTx any] struct {
 	driver.Driver[TTx]
-	m sqlshared.Maintainable
+	m driver.SessionOpener
 }
 
-func (d partitionedDriver[TTx]) Dialect() sqlshared.Dialect { return d.m.Dialect() }
-
-func (d partitionedDriver[TTx]) Session(ctx context.Context) (sqlshared.Session, error) {
+func (d partitionedDriver[TTx]) Session(ctx context.Context) (driver.Session, error) {
 	return d.m.Session(ctx)
 }
 
-func (d partitionedDriver[TTx]) Store(n driver.Names) driver.Store[TTx] {
+func (d partitionedDriver[TTx]) Store(n driver.Names) (driver.Store[TTx], error) {
 	n.Partitioned = true
-	inner := d.Driver.Store(n)
-	return withStoreOptions(partitionedStore[TTx]{Store: inner, drv: d, n: n}, inner)
+	inner, err := d.Driver.Store(n)
+	if err != nil {
+		return nil, err
+	}
+	return withStoreOptions(partitionedStore[TTx]{Store: inner, drv: d, n: n}, inner), nil
 }
 
 type partitionedStore[TTx any] struct {
@@ -86,12 +87,7 @@ func (s partitionedStore[TTx]) Migrate(ctx context.Context) ([]int, error) {
 		return done, err
 	}
 	// The suite's inbox tests must run on a partitioned inbox.
-	sess, err := s.drv.Session(ctx)
-	if err != nil {
-		return done, err
-	}
-	defer sess.Close()
-	if _, err := s.drv.Dialect().ListPartitions(ctx, sess, s.n, sqlshared.InboxPartitions); err != nil {
+	if _, err := m.Partitions(ctx, partition.Inbox); err != nil {
 		return done, fmt.Errorf("drivertest: the inbox of a partitioned table set: %w", err)
 	}
 	return done, nil
@@ -136,53 +132,59 @@ func days(from string, n int) []string {
 	return out
 }
 
-// session opens a maintenance session on drv for inspecting partitions; the caller closes it, so that inspecting
+// session opens a maintenance session on drv for inspecting tables; the caller closes it, so that inspecting
 // often never runs the driver's pool dry.
-func session[TTx any](t *testing.T, drv driver.Driver[TTx]) (sqlshared.Dialect, sqlshared.Session) {
+func session[TTx any](t *testing.T, drv driver.Driver[TTx]) (sqlstore.Dialect, driver.Session) {
 	t.Helper()
-	m, ok := drv.(sqlshared.Maintainable)
+	m, ok := drv.(driver.SessionOpener)
 	if !ok {
-		t.Fatalf("driver %T does not implement sqlshared.Maintainable", drv)
+		t.Fatalf("driver %T does not implement driver.SessionOpener", drv)
+	}
+	d, ok := sqlstore.ByName(drv.Capabilities().Dialect)
+	if !ok {
+		t.Fatalf("driver %T reports dialect %q, which has no SQL here", drv, drv.Capabilities().Dialect)
 	}
 	sess, err := m.Session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.Dialect(), sess
+	return d, sess
+}
+
+// partitions lists the partitions of c's table pt.
+func partitions[TTx any](t *testing.T, c *postbox.Client[TTx], pt partition.Table) partition.Partitions {
+	t.Helper()
+	p, err := maintainer(t, c, nil).Partitions(context.Background(), pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // labels lists the named partitions of c's table pt in time order.
-func labels[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx], pt sqlshared.PartitionedTable) []string {
+func labels[TTx any](t *testing.T, _ driver.Driver[TTx], c *postbox.Client[TTx], pt partition.Table) []string {
 	t.Helper()
-	d, sess := session(t, drv)
-	defer sess.Close()
-	layout, err := d.ListPartitions(context.Background(), sess, namesOf(c), pt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(layout.Labels)
-	return layout.Labels
+	l := partitions(t, c, pt).Labels
+	sort.Strings(l)
+	return l
 }
 
 // tailRows counts the rows in the tail partition (pmax, or PostgreSQL's DEFAULT partition) of c's table pt.
-func tailRows[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx], pt sqlshared.PartitionedTable) int64 {
+func tailRows[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx], pt partition.Table) int64 {
 	t.Helper()
 	ctx := context.Background()
+	layout := partitions(t, c, pt)
 	d, sess := session(t, drv)
 	defer sess.Close()
-	layout, err := d.ListPartitions(ctx, sess, namesOf(c), pt)
-	if err != nil {
-		t.Fatal(err)
-	}
 	table := c.Config().Table
-	if pt == sqlshared.InboxPartitions {
+	if pt == partition.Inbox {
 		table = c.Config().InboxTable
 	}
 	if layout.Tail == "" {
 		t.Fatalf("table %s has no tail partition", table)
 	}
 	q := "SELECT COUNT(*) FROM " + d.QuoteIdent(layout.Tail)
-	if d == sqlshared.MySQL {
+	if d == sqlstore.MySQL {
 		q = "SELECT COUNT(*) FROM " + d.QuoteIdent(table) + " PARTITION (" + d.QuoteIdent(layout.Tail) + ")"
 	}
 	var n int64
@@ -203,7 +205,7 @@ func testLookaheadAndRetention[TTx any](t *testing.T, newDriver NewDriver[TTx]) 
 	if want := days("20310310", 3); !slices.Equal(res.Created, want) || len(res.Dropped) != 0 {
 		t.Fatalf("first run %+v; want today's partition and 2 ahead created, %v", res, want)
 	}
-	if got, want := labels(t, drv, c, sqlshared.OutboxPartitions), days("20310310", 3); !slices.Equal(got, want) {
+	if got, want := labels(t, drv, c, partition.Outbox), days("20310310", 3); !slices.Equal(got, want) {
 		t.Fatalf("partitions %v, want %v", got, want)
 	}
 	if res := runOnce(t, m); len(res.Created)+len(res.Dropped)+len(res.Kept) != 0 {
@@ -253,7 +255,7 @@ func testLookaheadAndRetention[TTx any](t *testing.T, newDriver NewDriver[TTx]) 
 	if s := stats(t, c); s.Pending != 1 || s.Dead != 0 {
 		t.Fatalf("stats %+v; want only the pending message", s)
 	}
-	if got, want := labels(t, drv, c, sqlshared.OutboxPartitions), append([]string{"p20310311"}, days("20310314", 5)...); !slices.Equal(got, want) {
+	if got, want := labels(t, drv, c, partition.Outbox), append([]string{"p20310311"}, days("20310314", 5)...); !slices.Equal(got, want) {
 		t.Fatalf("partitions %v, want %v", got, want)
 	}
 }
@@ -270,14 +272,14 @@ func testTailTakesLateRows[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	clock.Advance(10 * 24 * time.Hour)
 	msgs := messages(3, "late")
 	enqueue(t, c, msgs...)
-	if n := tailRows(t, drv, c, sqlshared.OutboxPartitions); n != 3 {
+	if n := tailRows(t, drv, c, partition.Outbox); n != 3 {
 		t.Fatalf("%d rows in the tail partition, want the 3 late ones", n)
 	}
 	res := runOnce(t, m)
 	if want := days("20310312", 10); !slices.Equal(res.Created, want) {
 		t.Fatalf("created %v, want %v", res.Created, want)
 	}
-	if n := tailRows(t, drv, c, sqlshared.OutboxPartitions); n != 0 {
+	if n := tailRows(t, drv, c, partition.Outbox); n != 0 {
 		t.Fatalf("%d rows left in the tail partition; creating their partition must move them", n)
 	}
 	rec := &postboxtest.Recorder{}

@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/driver/sqlshared"
 	"github.com/postbox-go/postbox/partition"
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // idAt returns a new UUIDv7 message ID made at t.
 func idAt(t time.Time) string {
-	return sqlshared.IDBound(t) + postbox.NewID()[len(sqlshared.IDBound(t)):]
+	return partition.IDBound(t) + postbox.NewID()[len(partition.IDBound(t)):]
 }
 
 // deliver processes the message with ID id as consumer "billing" with a handler that writes nothing, and checks
@@ -34,7 +33,7 @@ func deliver[TTx any](t *testing.T, c *postbox.Client[TTx], what, id string, wan
 // claim stays exact through every move: claimed before its partition existed, in a named partition, in the tail,
 // and with an ID that is not a UUIDv7.
 func testInboxPartitions[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
-	inbox := sqlshared.InboxPartitions
+	inbox := partition.Inbox
 	drv := newDriver(t)
 	clock := postboxtest.NewClock(t0)
 	c := partitionedClient(t, drv, clock)
@@ -87,14 +86,14 @@ func testInboxPartitions[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	// The claim left with its partition: a redelivery past retention is a new delivery.
 	deliver(t, c, "redelivery past retention", early, postbox.Processed)
 
-	// InboxCleanup removes claims by receive time from every partition, the tail included.
+	// A Cleaner removes claims by receive time from every partition, the tail included.
 	clock.Advance(24 * time.Hour)
-	deleted, err := c.InboxCleanup(context.Background(), time.Hour, 100)
-	if err != nil || deleted != 4 {
-		t.Fatalf("InboxCleanup = %d, %v; want the 4 claims received more than an hour ago deleted", deleted, err)
+	cleaned, err := cleaner(t, c, &postbox.CleanupConfig{InboxRetention: time.Hour, BatchSize: 100}).RunOnce(context.Background())
+	if err != nil || cleaned.Inbox != 4 {
+		t.Fatalf("cleanup = %+v, %v; want the 4 claims received more than an hour ago deleted", cleaned, err)
 	}
 	if n := tailRows(t, drv, c, inbox); n != 0 {
-		t.Fatalf("%d claims in the inbox's tail after InboxCleanup; want 0", n)
+		t.Fatalf("%d claims in the inbox's tail after the cleanup; want 0", n)
 	}
-	deliver(t, c, "delivery after InboxCleanup of the ID that is not a UUIDv7", custom, postbox.Processed)
+	deliver(t, c, "delivery after the cleanup of the ID that is not a UUIDv7", custom, postbox.Processed)
 }

@@ -48,7 +48,7 @@ func testRegistry[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		}
 		for want, m := range bad {
 			err := c.InTx(ctx, func(ctx context.Context, tx TTx) error {
-				err := c.Enqueue(ctx, tx, m)
+				_, err := c.Enqueue(ctx, tx, m)
 				if err == nil {
 					t.Errorf("Enqueue accepted a message whose error should say %q", want)
 					return nil
@@ -57,7 +57,8 @@ func testRegistry[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 					t.Errorf("Enqueue error %q; want ErrInvalidMessage saying %q", err, want)
 				}
 				// The transaction stays usable: the good message still commits with it.
-				return c.Enqueue(ctx, tx, good)
+				_, err = c.Enqueue(ctx, tx, good)
+				return err
 			})
 			if err != nil {
 				t.Fatalf("the transaction failed after a refused message: %v", err)

@@ -99,20 +99,21 @@ func testRelay[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			t.Fatalf("a kept message was claimed again (%d)", n)
 		}
 		ctx := context.Background()
-		if n, err := c.Cleanup(ctx, time.Hour, 10); err != nil || n != 0 {
-			t.Fatalf("Cleanup before retention = %d, %v; want nothing deleted", n, err)
+		cl := cleaner(t, c, &postbox.CleanupConfig{Retention: time.Hour, BatchSize: 10})
+		if res, err := cl.RunOnce(ctx); err != nil || res.Published != 0 {
+			t.Fatalf("cleanup before retention = %+v, %v; want nothing deleted", res, err)
 		}
 		enqueue(t, c, messages(3, "orders")...) // pending: never cleaned up
 		clock.Advance(2 * time.Hour)
-		n, err := c.Cleanup(ctx, time.Hour, 10)
-		if err != nil || n != 25 {
-			t.Fatalf("Cleanup after retention = %d, %v; want the 25 published, in batches of 10", n, err)
+		res, err := cl.RunOnce(ctx)
+		if err != nil || res.Published != 25 || res.Batches != 3 {
+			t.Fatalf("cleanup after retention = %+v, %v; want the 25 published, in 3 batches of at most 10", res, err)
 		}
 		if s := stats(t, c); s.Pending != 3 {
 			t.Fatalf("%d pending after cleanup, want the 3 unpublished", s.Pending)
 		}
-		if _, err := c.Cleanup(ctx, 0, 10); !errors.Is(err, postbox.ErrInvalidConfig) {
-			t.Fatalf("Cleanup with no retention: %v, want ErrInvalidConfig", err)
+		if _, err := postbox.NewCleaner(c, &postbox.CleanupConfig{Retention: -time.Hour}); !errors.Is(err, postbox.ErrInvalidConfig) {
+			t.Fatalf("a cleaner with a negative retention: %v, want ErrInvalidConfig", err)
 		}
 	})
 }
@@ -335,7 +336,7 @@ func testConcurrentRelays[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	rec := &postboxtest.Recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var rs []*postbox.Relay[TTx]
+	var rs []*postbox.Relay
 	for range relays {
 		// Each relay has its own client and connections, as it would in its own process.
 		rc, err := postbox.NewClient(newDriver(t), ptr(c.Config()))

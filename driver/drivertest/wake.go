@@ -16,22 +16,26 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 
 	if listens {
 		t.Run("NotificationWakesIdleRelay", func(t *testing.T) {
-			// The relay polls once an hour: only wake-ups can deliver these messages within the test's time.
-			c := Client(t, drv, nil)
+			// The relay polls once an hour, and after activity looks again an hour later too (RecheckDelay), so no
+			// poll or warm-idle peek comes within the test's time: only a wake-up makes it claim. Each message is
+			// enqueued once the one before was published, so each needs a wake-up of its own, and every transaction
+			// sends one (NotifyInterval 1ns).
+			cfg := Tables(nil)
+			cfg.NotifyInterval = time.Nanosecond
+			c := Client(t, drv, cfg)
 			rec := &postboxtest.Recorder{}
-			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour})
+			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour})
 			stop := run(t, r)
 			waitListening(t, r)
 			for i := 1; i <= 5; i++ {
 				enqueue(t, c, messages(1, "orders")...)
 				if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
-					t.Fatalf("message %d was not published: the relay was not woken", i)
+					t.Fatalf("message %d was not published within 30s: the relay was not woken (stats %+v)", i, r.Stats())
 				}
-				time.Sleep(50 * time.Millisecond) // let the relay fall idle, so the next message needs a wake-up
 			}
 			stop()
-			if st := r.Stats(); st.Wakeups == 0 || st.Errors != 0 {
-				t.Fatalf("relay stats %+v; want wake-ups and no errors", st)
+			if st := r.Stats(); st.Wakeups != 5 || st.Errors != 0 {
+				t.Fatalf("relay stats %+v; want the 5 wake-ups that delivered the 5 messages, and no errors", st)
 			}
 		})
 
@@ -96,7 +100,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	t.Run("PeekSeesOnlyClaimable", func(t *testing.T) {
 		clock := postboxtest.NewClock(time.Now())
 		c := Client(t, drv, Tables(clock))
-		peeker, ok := drv.Store(driver.Names{Outbox: c.Config().Table, Inbox: c.Config().InboxTable}).(driver.Peeker)
+		peeker, ok := storeOf(t, drv, c).(driver.Peeker)
 		if !ok {
 			return // optional: an idle relay claims instead
 		}
@@ -115,7 +119,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 }
 
 // run starts r in the background and returns a function that stops it and waits for Run to return.
-func run[TTx any](t *testing.T, r *postbox.Relay[TTx]) (stop func()) {
+func run(t *testing.T, r *postbox.Relay) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -136,7 +140,7 @@ func run[TTx any](t *testing.T, r *postbox.Relay[TTx]) (stop func()) {
 }
 
 // waitListening waits until r listens for wake-ups, so that no notification the test sends is lost.
-func waitListening[TTx any](t *testing.T, r *postbox.Relay[TTx]) {
+func waitListening(t *testing.T, r *postbox.Relay) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !r.Stats().Listening {

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 )
 
 // Driver connects Postbox to PostgreSQL through a pgx pool.
@@ -27,19 +27,16 @@ type Driver struct {
 func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
 
 // Capabilities reports PostgreSQL's: SKIP LOCKED claims and schemas.
-func (d *Driver) Capabilities() driver.Capabilities { return sqlshared.Postgres.Capabilities() }
+func (d *Driver) Capabilities() driver.Capabilities { return sqlstore.Postgres.Capabilities() }
 
-// Store returns the operations on one table set.
-func (d *Driver) Store(n driver.Names) driver.Store[pgx.Tx] {
-	return sqlshared.NewStore[pgx.Tx](backend{d.pool}, sqlshared.Postgres, n)
+// Store returns the operations on the table set n, or an error when n is invalid.
+func (d *Driver) Store(n driver.Names) (driver.Store[pgx.Tx], error) {
+	return sqlstore.New[pgx.Tx](backend{d.pool}, sqlstore.Postgres, n)
 }
 
-// Dialect returns sqlshared.Postgres. With Session it makes Driver a sqlshared.Maintainable, so package partition
-// can maintain partitioned tables through it.
-func (d *Driver) Dialect() sqlshared.Dialect { return sqlshared.Postgres }
-
-// Session acquires a connection of its own for maintenance; closing the session closes the connection.
-func (d *Driver) Session(ctx context.Context) (sqlshared.Session, error) {
+// Session acquires a connection of its own for maintenance; closing the session closes the connection. It makes
+// Driver a driver.SessionOpener, so package partition can maintain partitioned tables through it.
+func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -66,20 +63,20 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 }
 
 var (
-	_ sqlshared.Maintainable = (*Driver)(nil)
-	_ driver.Pinger          = (*Driver)(nil)
+	_ driver.SessionOpener = (*Driver)(nil)
+	_ driver.Pinger        = (*Driver)(nil)
 )
 
 type backend struct{ pool *pgxpool.Pool }
 
-func (b backend) Pool() sqlshared.Conn          { return conn{b.pool} }
-func (b backend) Conn(tx pgx.Tx) sqlshared.Conn { return conn{tx} }
+func (b backend) Pool() sqlstore.Conn          { return conn{b.pool} }
+func (b backend) Conn(tx pgx.Tx) sqlstore.Conn { return conn{tx} }
 
-func (b backend) Session(ctx context.Context) (sqlshared.Session, error) {
+func (b backend) Session(ctx context.Context) (driver.Session, error) {
 	return (&Driver{b.pool}).Session(ctx)
 }
 
-func (b backend) BeginTx(ctx context.Context) (sqlshared.Tx, error) {
+func (b backend) BeginTx(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		return nil, err

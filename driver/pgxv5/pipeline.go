@@ -7,12 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox-go/postbox/driver/sqlshared"
+	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 )
 
-// BeginQuery implements sqlshared.Pipeliner: BEGIN and the claim go to the server in one batch, so a claim costs
+// BeginQuery implements sqlstore.Pipeliner: BEGIN and the claim go to the server in one batch, so a claim costs
 // one round trip.
-func (b backend) BeginQuery(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) (sqlshared.PipelinedTx, error) {
+func (b backend) BeginQuery(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) (sqlstore.PipelinedTx, error) {
 	c, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err

@@ -102,7 +102,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 		t.Helper()
 		err := producer.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			for range n {
-				if err := producer.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(`{}`)}); err != nil {
+				if _, err := producer.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(`{}`)}); err != nil {
 					return err
 				}
 			}
@@ -178,7 +178,7 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	}
 	err = client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		for range 50 {
-			if err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(`{}`)}); err != nil {
+			if _, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(`{}`)}); err != nil {
 				return err
 			}
 		}

@@ -85,7 +85,7 @@ func run(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", msg.ID, 100+i); err != nil {
 				return err
 			}
-			if err := client.Enqueue(ctx, tx, msg); err != nil {
+			if _, err := client.Enqueue(ctx, tx, msg); err != nil {
 				return err
 			}
 			if i%10 == 9 {

@@ -28,6 +28,9 @@ type brokerConn struct {
 type brokerOptions struct {
 	source        string // the CloudEvents source
 	webhookSecret string // signs http(s) webhook requests
+	// webhookSecretFrom names where webhookSecret was given (--webhook-secret, POSTBOX_WEBHOOK_SECRET or a
+	// config file key), for errors.
+	webhookSecretFrom string
 }
 
 type brokerOpener func(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error)

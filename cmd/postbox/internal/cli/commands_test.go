@@ -38,6 +38,10 @@ func testCommands(t *testing.T, tg target) {
 	// migrate sql needs no database: the URL only picks the dialect.
 	sql := ok("migrate", "sql").stdout
 	mustContain(t, "migrate sql", sql, "-- postbox migration 0001", "CREATE TABLE IF NOT EXISTS "+tg.quote+tg.table+tg.quote)
+	if strings.Contains(sql, "migration 0003") {
+		t.Errorf("migrate sql without --ordered lists the ordered index:\n%s", sql)
+	}
+	mustContain(t, "migrate sql --ordered", ok("migrate", "sql", "--ordered").stdout, "-- postbox migration 0003")
 	mustContain(t, "migrate status before up", ok("migrate", "status").stdout, "0001", " no", "to apply: run postbox migrate up")
 	mustContain(t, "migrate up", ok("migrate", "up").stdout, "applied migration 0001")
 	mustContain(t, "migrate up again", ok("migrate", "up").stdout, "up to date")
@@ -352,35 +356,56 @@ func TestSendEnforcesRegistry(t *testing.T) {
 	}
 }
 
-// TestRelayToWebhook: the relay POSTs each message to its topic's endpoint, signed with the webhook secret, which
-// it never prints.
+// TestRelayToWebhook: the relay POSTs each message to its topic's endpoint, signed with the webhook secret in
+// the Standard Webhooks form (whsec_ and base64, decoded to the key) from the environment, the config file or
+// the command line, which it never prints; on the command line it warns that ps shows the secret.
 func TestRelayToWebhook(t *testing.T) {
-	const secret = "whsec-Sh0uldNeverPrint"
+	const secret = "whsec_U2gwdWxkTmV2ZXJQcmludC0wMTIzNDU2Nzg5YWJj" // base64 of Sh0uldNeverPrint-0123456789abc
+	const cmdLineWarning = "--webhook-secret on the command line is visible"
 	type hit struct{ path, id string }
 	hits := make(chan hit, 10)
-	verifier := &webhook.Verifier{Secrets: [][]byte{[]byte(secret)}}
+	verifier := &webhook.Verifier{Secrets: []string{secret}}
 	srv := httptest.NewServer(verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits <- hit{r.URL.Path, r.Header.Get("ce-id")}
 	})))
 	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "postbox.yaml")
+	if err := os.WriteFile(file, []byte("webhook-secret: "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-	tg := sqliteTarget(t)
-	if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
-		t.Fatal(r.stderr)
-	}
-	id := strings.TrimSpace(run(t, nil, tg.args("send", "-t", "orders", "--type", "order.created", "--data", "{}")...).stdout)
-	_, _, stop := background(t, env("POSTBOX_WEBHOOK_SECRET", secret), tg.args("relay", "--poll-interval", "20ms",
-		"--broker", srv.URL+"/hooks/{topic}", "--log-level", "debug")...)
-	select {
-	case h := <-hits:
-		if h.path != "/hooks/orders" || h.id != id {
-			t.Errorf("webhook got %+v; want /hooks/orders with ce-id %s", h, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no signed request reached the webhook")
-	}
-	r := stop()
-	if r.code != 0 || strings.Contains(r.stdout+r.stderr, secret) {
-		t.Fatalf("relay exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+	for _, tc := range []struct {
+		from    string
+		environ func(string) string
+		args    []string
+	}{
+		{"POSTBOX_WEBHOOK_SECRET", env("POSTBOX_WEBHOOK_SECRET", secret), nil},
+		{"the config file", nil, []string{"--config", file}},
+		{"--webhook-secret", nil, []string{"--webhook-secret", secret}},
+	} {
+		t.Run(tc.from, func(t *testing.T) {
+			tg := sqliteTarget(t)
+			if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
+				t.Fatal(r.stderr)
+			}
+			id := strings.TrimSpace(run(t, nil, tg.args("send", "-t", "orders", "--type", "order.created", "--data", "{}")...).stdout)
+			_, _, stop := background(t, tc.environ, tg.args(append([]string{"relay", "--poll-interval", "20ms",
+				"--broker", srv.URL + "/hooks/{topic}", "--log-level", "debug"}, tc.args...)...)...)
+			select {
+			case h := <-hits:
+				if h.path != "/hooks/orders" || h.id != id {
+					t.Errorf("webhook got %+v; want /hooks/orders with ce-id %s", h, id)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no signed request reached the webhook")
+			}
+			r := stop()
+			if r.code != 0 || strings.Contains(r.stdout+r.stderr, strings.TrimPrefix(secret, "whsec_")) {
+				t.Fatalf("relay exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if warned := strings.Contains(r.stderr, cmdLineWarning); warned != (tc.from == "--webhook-secret") {
+				t.Fatalf("secret from %s: warning about ps shown: %v; stderr:\n%s", tc.from, warned, r.stderr)
+			}
+		})
 	}
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/driver/databasesql"
 	"github.com/postbox-go/postbox/driver/pgxv5"
 	"github.com/postbox-go/postbox/partition"
@@ -26,8 +24,8 @@ type database interface {
 	Close()
 
 	Migrate(ctx context.Context) ([]int, error)
-	MigrationStatus(ctx context.Context) ([]driver.MigrationState, error)
-	Migrations() []driver.Migration
+	MigrationStatus(ctx context.Context) ([]postbox.MigrationState, error)
+	Migrations() []postbox.Migration
 
 	// Send enqueues m in a transaction of its own and returns its ID.
 	Send(ctx context.Context, m postbox.Message) (string, error)
@@ -36,22 +34,9 @@ type database interface {
 	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 
-	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (relayRunner, error)
-	NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error)
-	InboxCleanup(ctx context.Context, retention time.Duration, batchSize int) (int64, error)
+	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
+	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)
 	NewMaintainer(cfg *partition.Config) (*partition.Maintainer, error)
-}
-
-// cleaner is a postbox.Cleaner of any transaction type.
-type cleaner interface {
-	RunOnce(ctx context.Context) (postbox.CleanupResult, error)
-}
-
-// relayRunner is a postbox.Relay of any transaction type.
-type relayRunner interface {
-	Run(ctx context.Context) error
-	Stats() postbox.RelayStats
-	Wake()
 }
 
 // clientDB implements database over a Client of one transaction type.
@@ -67,18 +52,19 @@ func (d *clientDB[TTx]) Ping(ctx context.Context) error { return d.ping(ctx) }
 func (d *clientDB[TTx]) Close()                         { d.close() }
 
 func (d *clientDB[TTx]) Send(ctx context.Context, m postbox.Message) (string, error) {
-	if m.ID == "" {
-		m.ID = postbox.NewID()
-	}
-	err := d.InTx(ctx, func(ctx context.Context, tx TTx) error { return d.Enqueue(ctx, tx, m) })
-	return m.ID, err
+	var id string
+	err := d.InTx(ctx, func(ctx context.Context, tx TTx) (err error) {
+		id, err = d.Enqueue(ctx, tx, m)
+		return err
+	})
+	return id, err
 }
 
-func (d *clientDB[TTx]) NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (relayRunner, error) {
+func (d *clientDB[TTx]) NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error) {
 	return postbox.NewRelay(d.Client, pub, cfg)
 }
 
-func (d *clientDB[TTx]) NewCleaner(cfg *postbox.CleanupConfig) (cleaner, error) {
+func (d *clientDB[TTx]) NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error) {
 	return postbox.NewCleaner(d.Client, cfg)
 }
 
@@ -90,6 +76,7 @@ func (d *clientDB[TTx]) NewMaintainer(cfg *partition.Config) (*partition.Maintai
 type dbOptions struct {
 	url, schema, table, inboxTable string
 	partitioned                    bool // only migrate has the flag: it shapes tables yet to be created
+	ordered                        bool // migrate adds the key index; relay claims in per-key order
 }
 
 func addDBFlags(f *flagSet, o *dbOptions) {
@@ -101,7 +88,7 @@ func addDBFlags(f *flagSet, o *dbOptions) {
 
 func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
 	return &postbox.Config{Schema: o.schema, Table: o.table, InboxTable: o.inboxTable, Logger: rt.log, Registry: reg,
-		Partitioned: o.partitioned}
+		Partitioned: o.partitioned, Ordered: o.ordered}
 }
 
 // open returns a client on the database; it does no I/O, so a wrong address shows on first use.

@@ -191,7 +191,10 @@ func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	go func() { consumerDone <- sub.Receive(consumerCtx, shippingHandler(shipping, o.duplicates, &stats, rt)) }()
+	go func() {
+		consumerDone <- broker.Consume(consumerCtx, &losingAcks{Subscriber: sub, percent: o.duplicates, c: &stats}, shipping, ship,
+			shippingConfig(&stats, rt))
+	}()
 
 	start := time.Now()
 	produceErr := make(chan error, 1)
@@ -305,7 +308,7 @@ func (c *demoCounters) percentile(p float64) float64 {
 }
 
 // produce is the order service: each order and its event commit in one transaction.
-func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbox.Relay[*sql.Tx], o demoOptions, c *demoCounters) error {
+func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbox.Relay, o demoOptions, c *demoCounters) error {
 	var next atomic.Int64
 	errs := make(chan error, o.producers)
 	start := time.Now()
@@ -327,8 +330,9 @@ func produce(ctx context.Context, client *postbox.Client[*sql.Tx], relay *postbo
 						order.OrderID, order.Customer, order.Total); err != nil {
 						return err
 					}
-					return client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: order.Customer,
+					_, err := client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Key: order.Customer,
 						Type: "order.created", Payload: payload})
+					return err
 				})
 				if err != nil {
 					errs <- err
@@ -365,43 +369,60 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// shippingHandler is the shipping service: postbox's Process runs each delivery in a transaction that first
-// claims the message in the inbox, so a redelivered message is a Duplicate and its handler does not run again.
-// For duplicatePercent of the messages it commits and then nacks instead of acking, as if the ack were lost, so
-// the broker delivers them again.
-func shippingHandler(shipping *postbox.Consumer[*sql.Tx], duplicatePercent int, c *demoCounters, rt *runtime) broker.DeliveryHandler {
-	ship := func(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
-		var order orderCreated
-		if err := json.Unmarshal(m.Payload, &order); err != nil {
-			return nil, postbox.Permanent(err)
-		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id, created_at) VALUES (?, ?)", order.OrderID, time.Now().UnixMicro())
-		return nil, err
+// ship is the shipping service's handler. broker.Consume runs each delivery through postbox's inbox in a
+// transaction that first claims the message, so a redelivered message is a Duplicate and ship does not run again.
+func ship(ctx context.Context, tx *sql.Tx, m postbox.Message) ([]postbox.Message, error) {
+	var order orderCreated
+	if err := json.Unmarshal(m.Payload, &order); err != nil {
+		return nil, postbox.Permanent(err)
 	}
-	return func(ctx context.Context, d *broker.Delivery) {
-		c.deliveries.Add(1)
-		res, err := shipping.Process(ctx, d.Message, ship)
-		if err != nil {
-			if ctx.Err() == nil {
-				rt.log.Warn("shipping failed; the message will come again", "id", d.Message.ID, "err", err)
-			}
-			_ = d.Nack(ctx, 50*time.Millisecond)
-			return
-		}
-		if res.Outcome == postbox.Duplicate {
-			c.skipped.Add(1)
-			_ = d.Ack(ctx)
-			return
-		}
-		c.delivered.Add(1)
-		c.mu.Lock()
-		c.latencies = append(c.latencies, time.Since(d.Time))
-		c.mu.Unlock()
-		if rand.IntN(100) < duplicatePercent {
-			c.injected.Add(1)
-			_ = d.Nack(ctx, 0)
-			return
-		}
-		_ = d.Ack(ctx)
-	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id, created_at) VALUES (?, ?)", order.OrderID, time.Now().UnixMicro())
+	return nil, err
 }
+
+// shippingConfig counts what became of each delivery.
+func shippingConfig(c *demoCounters, rt *runtime) *broker.ConsumeConfig {
+	return &broker.ConsumeConfig{Logger: rt.log, NackDelay: func(int) time.Duration { return 50 * time.Millisecond },
+		OnOutcome: func(_ context.Context, d *broker.Delivery, res postbox.Result, _ error) {
+			c.deliveries.Add(1)
+			switch res.Outcome {
+			case postbox.Duplicate:
+				c.skipped.Add(1)
+			case postbox.Processed:
+				c.delivered.Add(1)
+				c.mu.Lock()
+				c.latencies = append(c.latencies, time.Since(d.Time))
+				c.mu.Unlock()
+			}
+		}}
+}
+
+// losingAcks is a subscriber that loses the ack of percent of the first deliveries: it nacks them instead, as if
+// the ack never reached the broker after the commit, so the broker delivers them again.
+type losingAcks struct {
+	broker.Subscriber
+	percent int
+	c       *demoCounters
+}
+
+func (l *losingAcks) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
+	return l.Subscriber.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
+		broker.Dispatch(ctx, broker.NewDelivery(d.Event, d.Attempt, &losingAck{d: d, l: l}), handle)
+	})
+}
+
+// losingAck settles the broker's delivery; it cannot reject, so a message that can never be processed is acked.
+type losingAck struct {
+	d *broker.Delivery
+	l *losingAcks
+}
+
+func (a *losingAck) Ack(ctx context.Context) error {
+	if a.d.Attempt <= 1 && rand.IntN(100) < a.l.percent {
+		a.l.c.injected.Add(1)
+		return a.d.Nack(ctx, 0)
+	}
+	return a.d.Ack(ctx)
+}
+
+func (a *losingAck) Nack(ctx context.Context, delay time.Duration) error { return a.d.Nack(ctx, delay) }

@@ -21,6 +21,7 @@ type option struct {
 	list               bool   // repeatable; the environment separates values by whitespace
 	secret             bool   // a URL whose password must never be printed
 	secretValue        bool   // a value that is itself a secret
+	from               string // where the value came from, in the user's words; "" for the default
 	value              flag.Value
 }
 
@@ -110,7 +111,10 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 		args = args[1:]
 	}
 	given := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { given[f.byName[fl.Name].name] = true })
+	f.fs.Visit(func(fl *flag.Flag) {
+		o := f.byName[fl.Name]
+		given[o.name], o.from = true, "--"+o.name
+	})
 
 	fromEnv := map[string]bool{}
 	for _, o := range f.opts {
@@ -121,7 +125,7 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 		if err := setValue(o, strings.Fields(v), v); err != nil {
 			return nil, usageErrorf("environment variable %s=%q: %v", o.env(), v, err)
 		}
-		fromEnv[o.name] = true
+		fromEnv[o.name], o.from = true, o.env()
 	}
 
 	var path string
@@ -147,6 +151,7 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 		if err != nil {
 			return nil, usageErrorf("config file %s, key %s: %v", path, o.name, err)
 		}
+		o.from = fmt.Sprintf("config file %s, key %s", path, o.name)
 	}
 	return positional, nil
 }

@@ -39,12 +39,11 @@ A config file's keys are shared by every command with that flag: retention there
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		var cfg postbox.CleanupConfig
-		var inboxRetention time.Duration
 		var sched schedule
 		addDBFlags(f, &o)
 		f.Duration(&cfg.Retention, "retention", postbox.DefaultRetention, "delete published messages published longer ago than this")
 		f.Duration(&cfg.DeadRetention, "dead-retention", 0, "also delete dead messages whose last failure is older than this (0: keep them)")
-		f.Duration(&inboxRetention, "inbox-retention", 0, "also delete inbox claims older than this (0: leave the inbox alone)")
+		f.Duration(&cfg.InboxRetention, "inbox-retention", 0, "also delete inbox claims older than this (0: leave the inbox alone)")
 		f.Int(&cfg.BatchSize, "batch", postbox.DefaultCleanupBatch, "most rows one delete removes")
 		sched.flags(f, postbox.DefaultCleanupInterval)
 		return func(ctx context.Context, rt *runtime, args []string) error {
@@ -54,7 +53,7 @@ A config file's keys are shared by every command with that flag: retention there
 			switch {
 			case cfg.Retention <= 0:
 				return usageErrorf("--retention %v: use a positive duration, such as 168h", cfg.Retention)
-			case cfg.DeadRetention < 0 || inboxRetention < 0:
+			case cfg.DeadRetention < 0 || cfg.InboxRetention < 0:
 				return usageErrorf("--dead-retention and --inbox-retention must not be negative (0 turns them off)")
 			case cfg.BatchSize <= 0:
 				return usageErrorf("--batch %d: use a positive number of rows", cfg.BatchSize)
@@ -68,6 +67,8 @@ A config file's keys are shared by every command with that flag: retention there
 			}
 			defer db.Close()
 			cfg.Logger = rt.log
+			inbox := cfg.InboxRetention > 0 // without the flag the inbox is left alone
+			cfg.KeepInbox = !inbox
 			cl, err := db.NewCleaner(&cfg)
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -77,20 +78,14 @@ A config file's keys are shared by every command with that flag: retention there
 				res, err := cl.RunOnce(ctx)
 				switch {
 				case errors.Is(err, postbox.ErrLocked):
-					rep.Skipped = true
+					// One lock covers the outbox and the inbox of a table set.
+					rep.Skipped, rep.InboxSkipped = true, inbox
 				case err != nil:
 					return rep, err
 				}
 				rep.Published, rep.Dead, rep.Batches = res.Published, res.Dead, res.Batches
-				if inboxRetention > 0 {
-					n, err := db.InboxCleanup(ctx, inboxRetention, cfg.BatchSize)
-					switch {
-					case errors.Is(err, postbox.ErrLocked):
-						rep.InboxSkipped = true
-					case err != nil:
-						return rep, err
-					}
-					rep.Inbox = &n
+				if inbox && !rep.InboxSkipped {
+					rep.Inbox = &res.Inbox
 				}
 				return rep, nil
 			}
@@ -106,7 +101,7 @@ A config file's keys are shared by every command with that flag: retention there
 				return nil
 			}
 			rt.log.Info("cleanup started", "db", RedactURL(o.url), "table", o.table, "interval", sched.interval,
-				"retention", cfg.Retention, "dead_retention", cfg.DeadRetention, "inbox_retention", inboxRetention)
+				"retention", cfg.Retention, "dead_retention", cfg.DeadRetention, "inbox_retention", cfg.InboxRetention)
 			return sched.run(ctx, rt, "cleanup", func(ctx context.Context) error {
 				rep, err := once(ctx)
 				if err == nil && rep.Published+rep.Dead+rep.inbox() > 0 {

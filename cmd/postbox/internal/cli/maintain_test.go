@@ -125,9 +125,7 @@ func testPartitions(t *testing.T, tg target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := relay.(interface {
-		RunOnce(context.Context) (int, error)
-	}).RunOnce(ctx); err != nil || n != 1 {
+	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("relay RunOnce = %d, %v", n, err)
 	}
 	clock.Advance(2 * 24 * time.Hour)
@@ -187,4 +185,31 @@ func testPartitions(t *testing.T, tg target) {
 	if r.code != ExitFailure || !strings.Contains(r.stderr, "migrate up --partitioned") || !strings.Contains(r.stderr, "postbox cleanup") {
 		t.Fatalf("partitions on an unpartitioned table: exit %d, %s", r.code, r.stderr)
 	}
+}
+
+// TestRelayKeepPublishedCleans: a relay with --keep-published deletes the messages it kept once they are older than
+// --retention.
+func TestRelayKeepPublishedCleans(t *testing.T) {
+	tg := sqliteTarget(t)
+	if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
+		t.Fatalf("migrate up: exit %d: %s", r.code, r.stderr)
+	}
+	for range 3 {
+		if r := run(t, nil, tg.args("send", "-t", "orders", "--type", "order.created", "--data", "{}")...); r.code != 0 {
+			t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	stdout, _, stop := background(t, nil, tg.args("relay", "--broker", "stdout:", "--keep-published", "--poll-interval", "20ms")...)
+	eventually(t, "three published", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d: %s", r.code, r.stderr)
+	}
+	// A relay cleans as it starts: the three kept messages are past a retention of 1ms.
+	_, stderr, stop := background(t, nil, tg.args("relay", "--broker", "stdout:", "--keep-published", "--retention", "1ms")...)
+	eventually(t, "the kept messages deleted", func() bool { return strings.Contains(stderr.String(), "published=3") })
+	if r := stop(); r.code != 0 {
+		t.Fatalf("relay exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "cleanup after the relay", run(t, nil, tg.args("cleanup", "--once", "--retention", "1ms")...).stdout,
+		"deleted 0 published and 0 dead message(s)")
 }

@@ -14,7 +14,7 @@ import (
 
 var migrateCommand = &command{
 	name:     "migrate",
-	synopsis: "up|status|sql --db URL [--partitioned] [flags]",
+	synopsis: "up|status|sql --db URL [--partitioned] [--ordered] [flags]",
 	summary:  "create or upgrade the outbox and inbox tables, show their state, or print their SQL",
 	help: `
 'migrate up' applies the migrations not yet applied, under a lock, so running it from several processes at once
@@ -23,7 +23,10 @@ own migration tool (golang-migrate, goose, atlas) without connecting; the --db U
 
 --partitioned creates the outbox partitioned by creation time and the inbox by the time in its message IDs
 (PostgreSQL and MySQL), for high volumes: 'postbox partitions' then creates partitions ahead and drops old ones.
-It shapes only tables migrate has yet to create; an existing table stays as it is.`,
+It shapes only tables migrate has yet to create; an existing table stays as it is.
+
+--ordered adds the index that ordered relays (relay --ordered) need to find each key's next message; it applies
+to existing tables too.`,
 	examples: []string{
 		"postbox migrate up --db postgres://postbox@localhost/app",
 		"postbox migrate up --db mysql://postbox:secret@localhost:3306/app --partitioned",
@@ -34,6 +37,7 @@ It shapes only tables migrate has yet to create; an existing table stays as it i
 		var o dbOptions
 		addDBFlags(f, &o)
 		f.Bool(&o.partitioned, "partitioned", "", "create the outbox and inbox partitioned by time (PostgreSQL, MySQL); see postbox partitions")
+		f.Bool(&o.ordered, "ordered", "", "add the index ordered relays need (relay --ordered)")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("say what to do: migrate up, migrate status or migrate sql")

@@ -52,7 +52,10 @@ characters, dots included), or to --broker when none matches. Broker URLs:
       dial_timeout, read_timeout and pool_size, go in the query too.
   http://host/path, https://host/path
       a webhook: each message is POSTed in the CloudEvents HTTP binary mode, signed with --webhook-secret
-      (Standard Webhooks headers). {topic} in the URL is replaced by the message's topic.
+      (Standard Webhooks headers, plus Postbox-Signature over the topic, type, key and headers). {topic} in
+      the path or query is replaced by the message's topic, escaped. The secret is whsec_ and base64, as
+      Standard Webhooks receivers take it, or other text of 24 bytes or more used as it is. Give it in
+      POSTBOX_WEBHOOK_SECRET or the config file: on the command line, other users see it in ps.
   stdout:
       one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
 
@@ -60,6 +63,10 @@ With --http, the relay serves /healthz (the process is up), /readyz (the databas
 503 otherwise) and /metrics, OpenTelemetry metrics in the Prometheus format:
 
 ` + metricsHelp + `
+
+With --ordered the relay publishes the messages of each key one at a time, in enqueue order: a failing message
+holds back its own key and no other, and with --dead-holds-key a dead one holds it until it is retried or purged.
+The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker unless --workers says otherwise.
 
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
 invalid payload) is parked as dead at once instead of being published.
@@ -74,7 +81,8 @@ invalid payload) is parked as dead at once instead of being published.
 		"postbox relay --db postgres://localhost/app --broker 'kafka://relay:secret@kafka-1:9092,kafka-2:9092?sasl=scram-sha-512&tls=true'",
 		"postbox relay --db postgres://localhost/app --broker amqp://relay:secret@rabbit:5672/shop --route 'iot.*=mqtt://mosquitto:1883'",
 		"PUBSUB_EMULATOR_HOST=localhost:8085 postbox relay --db sqlite:app.db --broker pubsub://my-project",
-		"postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}' --webhook-secret \"$SECRET\"",
+		"POSTBOX_WEBHOOK_SECRET=whsec_... postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}'",
+		"postbox relay --db postgres://localhost/app --broker kafka://kafka-1:9092 --ordered",
 		"postbox relay --config /etc/postbox.yaml",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
@@ -86,9 +94,13 @@ invalid payload) is parked as dead at once instead of being published.
 		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
 		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as :9090")
 		f.String(&ro.source, "source", "", "postbox", "URI", "CloudEvents source of published messages")
-		f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET", "key signing http(s) webhook requests (Standard Webhooks); never printed").secretValue = true
+		webhookSecret := f.String(&ro.webhookSecret, "webhook-secret", "", "", "SECRET",
+			"key signing http(s) webhook requests: whsec_<base64> or text of 24+ bytes; never printed; prefer the environment variable, since ps shows flags")
+		webhookSecret.secretValue = true
 		f.Int(&ro.cfg.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one claim takes")
-		f.Int(&ro.cfg.Workers, "workers", postbox.DefaultWorkers, "concurrent claim-publish-settle loops")
+		// Left at 0 unless given, so that the relay picks its default: one worker when ordered, two otherwise.
+		f.add(&option{name: "workers", usage: "concurrent claim-publish-settle loops", placeholder: "N",
+			def: fmt.Sprintf("%d, or 1 with --ordered", postbox.DefaultWorkers), value: (*intValue)(&ro.cfg.Workers)})
 		f.Duration(&ro.cfg.PollInterval, "poll-interval", postbox.DefaultPollInterval, "how long an idle worker waits before claiming again")
 		f.Duration(&ro.cfg.PublishTimeout, "publish-timeout", postbox.DefaultPublishTimeout, "bound on each publish; a batch that times out is retried")
 		f.Duration(&ro.cfg.SettleTimeout, "settle-timeout", postbox.DefaultSettleTimeout, "bound on recording a published batch; a batch whose settle fails is published again")
@@ -98,10 +110,16 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.ErrorBackoffMax, "error-backoff-max", postbox.DefaultErrorBackoffMax,
 			"longest delay between attempts while the database or the broker is down; the relay resumes within about this long of it answering")
 		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
-		f.Duration(&ro.cfg.Retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
+		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
+		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")
+		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
+			}
+			ro.webhookSecretFrom = webhookSecret.from
+			if ro.cfg.DeadHoldsKey && !o.ordered {
+				return usageErrorf("--dead-holds-key applies to ordered relays only; add --ordered")
 			}
 			return runRelay(ctx, rt, o, ro)
 		}
@@ -111,8 +129,10 @@ invalid payload) is parked as dead at once instead of being published.
 type relayOptions struct {
 	broker, http, source string
 	webhookSecret        string
+	webhookSecretFrom    string
 	routes               []string
 	cfg                  postbox.RelayConfig
+	retention            time.Duration // of published messages, with KeepPublished
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -125,7 +145,12 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		return err
 	}
 	defer db.Close()
-	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes, brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret})
+	if ro.webhookSecretFrom == "--webhook-secret" {
+		rt.log.Warn("--webhook-secret on the command line is visible to other users of this machine (ps, /proc); " +
+			"set POSTBOX_WEBHOOK_SECRET or the config file's webhook-secret key instead")
+	}
+	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes,
+		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom})
 	if err != nil {
 		return err
 	}
@@ -161,6 +186,14 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	var cleaner *postbox.Cleaner
+	if cfg.KeepPublished {
+		// Kept messages leave after --retention; the inbox is left to postbox cleanup.
+		cleaner, err = db.NewCleaner(&postbox.CleanupConfig{Retention: ro.retention, KeepInbox: true, Logger: rt.log})
+		if err != nil {
+			return usageErrorf("--retention: %v", err)
+		}
+	}
 
 	var srv *http.Server
 	serveErr := make(chan error, 1)
@@ -178,13 +211,27 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	for _, c := range rtr.conns() {
 		names = append(names, c.name)
 	}
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = postbox.DefaultWorkers
+		if o.ordered {
+			workers = 1 // NewRelay's default for an ordered client
+		}
+	}
 	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
-		"workers", cfg.Workers, "batch_size", cfg.BatchSize)
+		"workers", workers, "batch_size", cfg.BatchSize, "ordered", o.ordered)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(runCtx) }()
+	cleanerDone := make(chan struct{})
+	go func() {
+		defer close(cleanerDone)
+		if cleaner != nil {
+			_ = cleaner.Run(runCtx) // it logs its own errors and returns nil
+		}
+	}()
 
 	var runErr error
 	select {
@@ -194,6 +241,8 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		<-relayDone
 		runErr = fmt.Errorf("http server: %w", err)
 	}
+	stop()
+	<-cleanerDone
 	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

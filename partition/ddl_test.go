@@ -1,4 +1,4 @@
-package sqlshared
+package partition
 
 import (
 	"testing"

@@ -1,0 +1,17 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+// ConsumeHandler is the DeliveryHandler Consume gives the subscriber, with process standing in for
+// Consumer.ProcessFrom, so that the settlement of every outcome can be tested without a database.
+func ConsumeHandler(cfg *ConsumeConfig, process func(context.Context, *Delivery) (postbox.Result, error)) DeliveryHandler {
+	return cfg.WithDefaults().handler(process)
+}
+
+// Backoff is the default NackDelay.
+func Backoff(attempt int) time.Duration { return backoff(attempt) }

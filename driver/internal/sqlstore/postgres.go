@@ -1,0 +1,238 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// postgres is the SQL of PostgreSQL: native uuid, timestamptz and jsonb columns, arrays for batches, numbered
+// placeholders, transaction-level advisory locks.
+type postgres struct{}
+
+func (postgres) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Dialect: "postgres", SkipLocked: true, Schemas: true, Partitions: true}
+}
+
+func (postgres) QuoteIdent(s string) string { return driver.QuoteIdent(s) }
+
+// The store takes transaction-level locks, which PgBouncer's transaction mode cannot strand on a server
+// connection; a session lock (TryLock) still excludes them, which tests use to stand in for another instance.
+func (postgres) TryLock(ctx context.Context, c Conn, n driver.Names, purpose string) (bool, error) {
+	var got bool
+	err := c.Query(ctx, "SELECT pg_try_advisory_lock($1)", []any{lockKey(n, purpose)},
+		func(scan func(...any) error) error { return scan(&got) })
+	if err != nil {
+		return false, fmt.Errorf("postbox: take %s lock: %w", purpose, err)
+	}
+	return got, nil
+}
+
+func (postgres) Unlock(ctx context.Context, c Conn, n driver.Names, purpose string) error {
+	if _, err := c.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey(n, purpose)); err != nil {
+		return fmt.Errorf("postbox: release %s lock: %w", purpose, err)
+	}
+	return nil
+}
+
+// xactLock takes the lock for purpose until the end of tx, and returns driver.ErrLocked when another holds it.
+func (postgres) xactLock(ctx context.Context, tx Conn, n driver.Names, purpose string) error {
+	got := false
+	err := tx.Query(ctx, "SELECT pg_try_advisory_xact_lock($1)", []any{lockKey(n, purpose)},
+		func(scan func(...any) error) error { return scan(&got) })
+	if err == nil && !got {
+		err = driver.ErrLocked
+	}
+	return err
+}
+
+func (postgres) ph(n int) string         { return "$" + strconv.Itoa(n) }
+func (postgres) timeArg(t time.Time) any { return t.UTC() }
+
+func (postgres) timeDest() (func() time.Time, any) {
+	var t time.Time
+	return func() time.Time { return t }, &t
+}
+
+func (postgres) nullTimeDest() (func() time.Time, any) {
+	var t *time.Time
+	return func() time.Time {
+		if t == nil {
+			return time.Time{}
+		}
+		return *t
+	}, &t
+}
+
+func (postgres) idArg(id string) any { return id }
+
+func (postgres) idDest() (func() string, any) {
+	var s string
+	return func() string { return s }, &s
+}
+
+func (p postgres) inList(col string, ids []string, n int) (string, []any) {
+	return col + " = ANY(" + p.ph(n) + "::uuid[])", []any{ids}
+}
+
+// stringLiteral doubles quotes; with standard_conforming_strings (the default since 9.1) a backslash is a
+// character like any other.
+func (postgres) stringLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func (postgres) recordCols() string {
+	return "id::text, topic, key, type, payload, headers::text, status, attempts, last_error, available_at, created_at, published_at"
+}
+
+// claimQuery orders by the table's column: a bare "id" would mean the select list's id::text, which no index has,
+// and every claim would sort the whole table.
+func (p postgres) claimQuery(outbox string, ordered, deadHoldsKey bool) string {
+	q := "SELECT " + p.recordCols() + " FROM " + outbox + " AS o WHERE o.status = 'pending' AND o.available_at <= $1"
+	if ordered {
+		q += headOfLine(outbox, deadHoldsKey)
+	}
+	return q + " ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED"
+}
+
+const pgInsertColumns = "(id, topic, key, type, payload, headers, available_at, created_at)"
+
+// insert writes one record with a VALUES row and several with unnest over arrays: one statement either way.
+func (p postgres) insert(ctx context.Context, c Conn, outbox string, recs []driver.Record) error {
+	q := "INSERT INTO " + outbox + " " + pgInsertColumns
+	args, err := p.rowsArgs(recs)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 1 {
+		q += " VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, $8)"
+	} else {
+		q += " SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[]," +
+			" $7::timestamptz[], $8::timestamptz[])"
+	}
+	_, err = c.Exec(ctx, q, args...)
+	return err
+}
+
+// insertNotify is insert plus pg_notify on channel, which PostgreSQL delivers at commit, so the wake-up costs no
+// round trip of its own.
+func (p postgres) insertNotify(ctx context.Context, c Conn, outbox, channel string, recs []driver.Record) error {
+	args, err := p.rowsArgs(recs)
+	if err != nil {
+		return err
+	}
+	wake := "(SELECT pg_notify($9, '')) AS w"
+	q := "INSERT INTO " + outbox + " " + pgInsertColumns + " SELECT "
+	if len(recs) == 1 {
+		q += "$1::uuid, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::timestamptz, $8::timestamptz FROM " + wake
+	} else {
+		q += "u.* FROM " + wake + ", unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[]," +
+			" $7::timestamptz[], $8::timestamptz[]) AS u"
+	}
+	_, err = c.Exec(ctx, q, append(args, channel)...)
+	return err
+}
+
+// rowsArgs are the eight arguments of insert: one record's values, or arrays of every record's.
+func (p postgres) rowsArgs(recs []driver.Record) ([]any, error) {
+	if len(recs) == 1 {
+		return insertArgs(p, recs[0])
+	}
+	n := len(recs)
+	ids, topics, keys, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads, headers := make([][]byte, n), make([]*string, n)
+	avail, created := make([]time.Time, n), make([]time.Time, n)
+	for i, r := range recs {
+		ids[i], topics[i], keys[i], types[i], payloads[i] = r.ID, r.Topic, r.Key, r.Type, payloadArg(r.Payload)
+		h, err := encodeHeaders(r.Headers)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
+			hs := h.(string)
+			headers[i] = &hs
+		}
+		avail[i], created[i] = r.AvailableAt.UTC(), r.CreatedAt.UTC()
+	}
+	return []any{ids, topics, keys, types, payloads, headers, avail, created}, nil
+}
+
+func (p postgres) settle(ctx context.Context, tx Conn, outbox string, st driver.Settlement, _ []driver.Record) error {
+	q, args := p.settlement(outbox, st)
+	_, err := tx.Exec(ctx, q, args...)
+	return err
+}
+
+// settlement is the one statement settling a whole batch: the published records deleted or marked, the failed
+// ones updated from arrays.
+func (postgres) settlement(outbox string, st driver.Settlement) (string, []any) {
+	n := len(st.Failed)
+	ids, attempts, errs := make([]string, n), make([]int32, n), make([]string, n)
+	avail, dead := make([]time.Time, n), make([]bool, n)
+	for i, f := range st.Failed {
+		ids[i], attempts[i], errs[i], avail[i], dead[i] = f.ID, int32(f.Attempts), f.LastError, f.AvailableAt.UTC(), f.Dead
+	}
+	published := "DELETE FROM " + outbox + " WHERE id = ANY($1::uuid[])"
+	if st.Keep {
+		published = "UPDATE " + outbox + " SET status = 'published', published_at = $7, attempts = attempts + 1" +
+			" WHERE id = ANY($1::uuid[])"
+	}
+	q := "WITH published AS (" + published + "), failed AS (UPDATE " + outbox + " AS t" +
+		" SET attempts = f.attempts, last_error = f.err, available_at = f.at," +
+		" status = CASE WHEN f.dead THEN 'dead' ELSE 'pending' END" +
+		" FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], $6::bool[]) AS f(id, attempts, err, at, dead)" +
+		" WHERE t.id = f.id) SELECT 1"
+	pub := st.Published
+	if pub == nil {
+		pub = []string{}
+	}
+	args := []any{pub, ids, attempts, errs, avail, dead}
+	if st.Keep {
+		args = append(args, st.Now.UTC())
+	}
+	return q, args
+}
+
+// cleanup runs the batch in one transaction holding the cleanup lock as a transaction-level advisory lock, which
+// stays correct behind PgBouncer in transaction mode.
+func (p postgres) cleanup(ctx context.Context, db DB, n driver.Names, deletes []cleanupDelete, limit int) error {
+	return cleanupInTx(ctx, db, p, deletes, limit, func(tx Conn) error { return p.xactLock(ctx, tx, n, LockCleanup) })
+}
+
+func (p postgres) cleanupQuery(table, key, where, order string) string {
+	return deleteInSubquery(p, table, key, where, order)
+}
+
+func (p postgres) inboxQueries(n driver.Names) inboxSQL { return onConflictInboxQueries(p, n) }
+
+// lockInboxKey locks nothing: a claim inserted by an open transaction makes ON CONFLICT wait for its outcome.
+func (postgres) lockInboxKey(context.Context, Conn, driver.Names, string, string) error { return nil }
+
+// migrate serialises concurrent migrators before anything else, CREATE SCHEMA IF NOT EXISTS included: concurrent
+// IF NOT EXISTS statements can still collide in PostgreSQL's catalogs. DDL is transactional, so a migration
+// applies whole or not at all.
+func (p postgres) migrate(ctx context.Context, db DB, n driver.Names) ([]int, error) {
+	return migrateInTx(ctx, db, p, n, func(tx Conn) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(n, lockMigrate)); err != nil {
+			return fmt.Errorf("postbox: take migration lock: %w", err)
+		}
+		if n.Schema != "" {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+p.QuoteIdent(n.Schema)); err != nil {
+				return fmt.Errorf("postbox: create schema %s: %w", n.Schema, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (postgres) tableExists(n driver.Names, table string) (string, []any) {
+	q := "SELECT count(*) FROM information_schema.tables WHERE table_name = $1 AND table_schema = "
+	if n.Schema == "" {
+		return q + "current_schema()", []any{table}
+	}
+	return q + "$2", []any{table, n.Schema}
+}
+
+func (postgres) timeColumn() string { return "timestamptz" }

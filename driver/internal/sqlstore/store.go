@@ -1,0 +1,201 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// store implements driver.Store on a Backend, in the SQL of its Dialect.
+type store[TTx any] struct {
+	b Backend[TTx]
+	d Dialect
+	n driver.Names
+
+	outbox string // quoted, qualified
+	claim  string
+	peek   string // is anything claimable?
+}
+
+// New returns the store for the table set n. It validates n first, so that no SQL is ever built from a name that
+// is not a plain identifier.
+func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx], error) {
+	if err := n.ValidateFor(d.Capabilities()); err != nil {
+		return nil, err
+	}
+	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
+	s.claim = d.claimQuery(s.outbox, false, false)
+	s.peek = "SELECT 1 FROM " + s.outbox + " WHERE status = 'pending' AND available_at <= " + d.ph(1) + " LIMIT 1"
+	if nt, ok := d.(notifyingDialect); ok {
+		return notifyingStore[TTx]{s, nt}, nil
+	}
+	return s, nil
+}
+
+// ClaimSQL is the query a relay claims a batch with on table set n, for review and EXPLAIN. Its arguments are the
+// current time and the batch size.
+func ClaimSQL(d Dialect, n driver.Names) string {
+	return d.claimQuery(table(d, n, n.Outbox), false, false)
+}
+
+func (s *store[TTx]) Insert(ctx context.Context, tx TTx, recs []driver.Record) error {
+	return s.d.insert(ctx, s.b.Conn(tx), s.outbox, recs)
+}
+
+// insertArgs are the arguments of one record's row, in the order of insertColumns.
+func insertArgs(d Dialect, r driver.Record) ([]any, error) {
+	h, err := encodeHeaders(r.Headers)
+	if err != nil {
+		return nil, err
+	}
+	return []any{d.idArg(r.ID), r.Topic, r.Key, r.Type, payloadArg(r.Payload), h, d.timeArg(r.AvailableAt), d.timeArg(r.CreatedAt)}, nil
+}
+
+// scanRecords returns a row callback that appends each record scanned from recordCols to out.
+func scanRecords(d Dialect, out *[]driver.Record) func(scan func(...any) error) error {
+	return func(scan func(...any) error) error {
+		var r driver.Record
+		var headers *string
+		var status string
+		id, idDest := d.idDest()
+		avail, availDest := d.timeDest()
+		created, createdDest := d.timeDest()
+		published, publishedDest := d.nullTimeDest()
+		if err := scan(idDest, &r.Topic, &r.Key, &r.Type, &r.Payload, &headers, &status, &r.Attempts, &r.LastError,
+			availDest, createdDest, publishedDest); err != nil {
+			return err
+		}
+		r.ID = id()
+		if headers != nil {
+			if err := json.Unmarshal([]byte(*headers), &r.Headers); err != nil {
+				return fmt.Errorf("postbox: record %s has malformed headers: %w", r.ID, err)
+			}
+		}
+		r.Status, r.AvailableAt, r.CreatedAt, r.PublishedAt = driver.Status(status), avail(), created(), published()
+		*out = append(*out, r)
+		return nil
+	}
+}
+
+func (s *store[TTx]) Stats(ctx context.Context) ([]driver.TopicStats, error) {
+	var out []driver.TopicStats
+	q := "SELECT topic, SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END)," +
+		" MIN(CASE WHEN status = 'pending' THEN created_at END) FROM " + s.outbox +
+		" WHERE status IN ('pending', 'dead') GROUP BY topic ORDER BY topic"
+	err := s.b.Pool().Query(ctx, q, nil, func(scan func(...any) error) error {
+		var t driver.TopicStats
+		oldest, dest := s.d.nullTimeDest()
+		if err := scan(&t.Topic, &t.Pending, &t.Dead, dest); err != nil {
+			return err
+		}
+		t.OldestPending = oldest()
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// deadWhere renders the WHERE clause selecting dead records by f, with arguments numbered from n.
+func (s *store[TTx]) deadWhere(f driver.DeadFilter, n int) (string, []any) {
+	where := " WHERE status = 'dead'"
+	var args []any
+	if f.Topic != "" {
+		where += " AND topic = " + s.d.ph(n+len(args))
+		args = append(args, f.Topic)
+	}
+	if len(f.IDs) > 0 {
+		in, a := s.d.inList("id", f.IDs, n+len(args))
+		where += " AND " + in
+		args = append(args, a...)
+	}
+	return where, args
+}
+
+func (s *store[TTx]) ListDead(ctx context.Context, f driver.DeadFilter) ([]driver.Record, error) {
+	if f.Empty() {
+		return nil, nil
+	}
+	where, args := s.deadWhere(f, 1)
+	q := "SELECT " + s.d.recordCols() + " FROM " + s.outbox + " AS o" + where + " ORDER BY o.id"
+	if f.Limit > 0 {
+		q += " LIMIT " + strconv.Itoa(f.Limit)
+	}
+	var out []driver.Record
+	return out, s.b.Pool().Query(ctx, q, args, scanRecords(s.d, &out))
+}
+
+func (s *store[TTx]) RetryDead(ctx context.Context, f driver.DeadFilter, now time.Time) (int64, error) {
+	if f.Empty() {
+		return 0, nil
+	}
+	where, args := s.deadWhere(f, 2)
+	q := "UPDATE " + s.outbox + " SET status = 'pending', attempts = 0, available_at = " + s.d.ph(1) + where
+	return s.b.Pool().Exec(ctx, q, append([]any{s.d.timeArg(now)}, args...)...)
+}
+
+func (s *store[TTx]) PurgeDead(ctx context.Context, f driver.DeadFilter) (int64, error) {
+	if f.Empty() {
+		return 0, nil
+	}
+	where, args := s.deadWhere(f, 1)
+	return s.b.Pool().Exec(ctx, "DELETE FROM "+s.outbox+where, args...)
+}
+
+// Claimable implements driver.Peeker with one statement outside any transaction.
+func (s *store[TTx]) Claimable(ctx context.Context, now time.Time) (bool, error) {
+	found := false
+	err := s.b.Pool().Query(ctx, s.peek, []any{s.d.timeArg(now)}, func(func(...any) error) error {
+		found = true
+		return nil
+	})
+	return found, err
+}
+
+// notifyingDialect is a dialect whose database can wake listening relays when a transaction commits (PostgreSQL).
+type notifyingDialect interface {
+	// insertNotify is insert plus a wake-up on channel, delivered if and when the transaction commits.
+	insertNotify(ctx context.Context, c Conn, outbox, channel string, recs []driver.Record) error
+}
+
+// notifyingStore is a store whose dialect can notify: it implements driver.Notifier.
+type notifyingStore[TTx any] struct {
+	*store[TTx]
+	nt notifyingDialect
+}
+
+// InsertNotify implements driver.Notifier.
+func (s notifyingStore[TTx]) InsertNotify(ctx context.Context, tx TTx, recs []driver.Record) error {
+	return s.nt.insertNotify(ctx, s.b.Conn(tx), s.outbox, s.n.Channel(), recs)
+}
+
+// insertValues writes recs with multi-row VALUES statements ("?" placeholders), as many rows each as chunk allows
+// (at least one).
+func insertValues(ctx context.Context, c Conn, d Dialect, outbox, cols string, recs []driver.Record, chunk func([]driver.Record) int) error {
+	for len(recs) > 0 {
+		n := chunk(recs)
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + outbox + " " + cols + " VALUES ")
+		args := make([]any, 0, n*8)
+		for i, r := range recs[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			a, err := insertArgs(d, r)
+			if err != nil {
+				return err
+			}
+			args = append(args, a...)
+		}
+		if _, err := c.Exec(ctx, b.String(), args...); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
