@@ -91,13 +91,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(rctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
+	defer run(ctx, relay)()
 	enqueue := func(n int) {
 		t.Helper()
 		err := producer.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -207,13 +201,7 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(rctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
+	defer run(ctx, relay)()
 	offers := func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -259,5 +247,16 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	if strings.Count(out, "relay cannot work: broker unavailable") != 1 || strings.Count(out, "relay resumed") != 1 ||
 		strings.Contains(out, "publish failed") {
 		t.Errorf("want one line for the outage and one for the resume, and no per-batch failure line:\n%s", out)
+	}
+}
+
+// run runs relay until the returned function is called, which returns once Run has.
+func run(ctx context.Context, relay *postbox.Relay) (stop func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+	return func() {
+		cancel()
+		<-done
 	}
 }
