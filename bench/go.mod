@@ -6,7 +6,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/nats v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
@@ -39,7 +39,7 @@ require (
 
 replace (
 	github.com/postbox-go/postbox => ../
-	github.com/postbox-go/postbox/broker/nats => ../broker/nats
+	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
 	github.com/postbox-go/postbox/driver/databasesql => ../driver/databasesql
 	github.com/postbox-go/postbox/driver/pgxv5 => ../driver/pgxv5
 	github.com/postbox-go/postbox/internal/testenv => ../internal/testenv

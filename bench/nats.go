@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 )
 
 // benchRelayNATS drains the backlog through the NATS JetStream adapter, which publishes asynchronously and waits

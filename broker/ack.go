@@ -1,8 +1,9 @@
 package broker
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Defaults for ConsumeConfig.NackDelay.
@@ -11,15 +12,9 @@ const (
 	DefaultMaxNackDelay = time.Minute
 )
 
-// backoff is the default NackDelay: 1s, 2s, 4s… up to a minute, each up to a fifth shorter at random so that
-// messages that failed together are not redelivered together.
-//
-// TODO(backoff): replace with the project's one backoff helper (internal/backoff) once it lands.
-func backoff(attempt int) time.Duration {
-	d := DefaultMinNackDelay
-	for i := 1; i < attempt && d < DefaultMaxNackDelay; i++ {
-		d *= 2
-	}
-	d = min(d, DefaultMaxNackDelay)
-	return d - rand.N(d/5+1)
+// nackDelay is the default NackDelay: the project's backoff from DefaultMinNackDelay to DefaultMaxNackDelay (1s,
+// 2s, 4s… up to a minute, each drawn from its upper half so that messages that failed together are not redelivered
+// together).
+func nackDelay(attempt int) time.Duration {
+	return backoff.Delay(DefaultMinNackDelay, DefaultMaxNackDelay, attempt)
 }

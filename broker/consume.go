@@ -35,7 +35,7 @@ func (c *ConsumeConfig) WithDefaults() ConsumeConfig {
 		out = *c
 	}
 	if out.NackDelay == nil {
-		out.NackDelay = backoff
+		out.NackDelay = nackDelay
 	}
 	if out.SettleTimeout == 0 {
 		out.SettleTimeout = DefaultSettleTimeout

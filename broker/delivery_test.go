@@ -175,8 +175,8 @@ func TestConsumeSettlesByOutcome(t *testing.T) {
 func TestConsumeDefaultNackDelay(t *testing.T) {
 	for attempt, full := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 40: time.Minute} {
 		for range 50 {
-			if d := broker.Backoff(attempt); d > full || d < full*8/10 {
-				t.Fatalf("default NackDelay(%d) = %v; want within a fifth below %v", attempt, d, full)
+			if d := broker.NackDelay(attempt); d > full || d < full/2 {
+				t.Fatalf("default NackDelay(%d) = %v; want within the upper half of %v", attempt, d, full)
 			}
 		}
 	}

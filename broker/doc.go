@@ -36,4 +36,70 @@
 // Implement postbox.Publisher and Subscriber in a module of your own, wrap each received message with NewDelivery
 // and an Acker for the broker, hand it to the handler through Dispatch, and run the conformance suite in
 // broker/brokertest against a real broker.
+//
+// # The adapter convention
+//
+// Every adapter in this repository is built the same way, so that moving from one broker to another changes
+// names, not shapes:
+//
+//   - One module per adapter, in broker/<package>: the folder is named after the package, and the package name
+//     says it is an adapter (natsbroker, not nats), so it never clashes with the client library's own package
+//     in an import block.
+//   - Constructors take the client the adapter wraps first, when it wraps one the caller made, and a pointer to
+//     the adapter's config last: NewPublisher(client, cfg *PublisherConfig) (*Publisher, error) and
+//     NewSubscriber(client, cfg *SubscriberConfig) (*Subscriber, error). Adapters that own their connections
+//     (amqpbroker, mqttbroker) or make one per Receive (kafkabroker's subscriber) take only the config, with the
+//     address in it. Constructors do no I/O.
+//   - Nothing positional beyond the client: group, queue, topics and the like are config fields.
+//   - Every config has WithDefaults, which returns a copy with every zero field set to its default (a nil config
+//     gives the defaults; each field's comment states its default, and the defaults are exported Default…
+//     constants), and an unexported validate, which the constructor runs on the result. Every error from a
+//     constructor wraps postbox.ErrInvalidConfig and names the constructor and the field.
+//   - Every config has a Logger *slog.Logger field, slog.Default() when nil.
+//   - Every Publisher has Close() error, safe to call twice, after which Publish returns an error wrapping the
+//     package's exported ErrClosed (retryable: the relay tries again). Close releases what the publisher owns;
+//     a client the caller passed in stays open for the caller to close.
+//   - Every Subscriber's Receive blocks until its context is cancelled, returns nil then, refuses a nil handler
+//     and a second concurrent Receive on the same subscriber.
+//   - Publishers that own their connection also have Ping(ctx) error for health checks.
+//   - Each adapter's tests run brokertest.Exercise with the Features the broker promises, and test only what is
+//     the adapter's own.
+//
+// # The adapters
+//
+// Import paths start with github.com/postbox-go/postbox/; Ack, Nack and Reject are what the three Delivery
+// calls do on the broker.
+//
+//	import path             Key maps to                          dedup key (broker)             Ack / Nack / Reject
+//	broker/amqpbroker       cloudEvents_partitionkey header;     message-id property            basic.ack / requeue, after the
+//	                        last routing-key word with           (RabbitMQ does not dedup)      delay held in the subscriber /
+//	                        KeyInRoutingKey                                                     reject: dropped or dead-lettered
+//	broker/gcppubsub        ordering key                         ce-id attribute (Pub/Sub       ack / nack, redelivered on the
+//	                                                             does not dedup)                subscription's retry policy /
+//	                                                                                            ack, or nack with NackRejected
+//	broker/kafkabroker      record key (partition)               ce_id header (the idempotent   commit past it / handled again
+//	                                                             producer stops the client's    after the delay, partition
+//	                                                             own duplicates)                waits / offset committed, skipped
+//	broker/mqttbroker       partitionkey user property           id user property (MQTT does    PUBACK, in arrival order /
+//	                                                             not dedup)                     session resumed, redelivered
+//	                                                                                            with DUP / PUBACK, dropped
+//	broker/natsbroker       ce-partitionkey header; last         Nats-Msg-Id (JetStream drops   ack / nak with delay /
+//	                        subject token with KeyInSubject      repeats within Duplicates)     term
+//	broker/redisstream      ce_partitionkey field                ce_id field (Redis does not    XACK / left pending, claimed
+//	                                                             dedup)                         after the delay / XACK, dropped
+//	broker/watermillbridge  ce_partitionkey metadata             watermill UUID and ce_id       the watermill router's (the
+//	                                                             (per the watermill broker)     inbox middleware returns errors)
+//	broker/webhook          ce-partitionkey header; one          ce-id header (the receiver's   2xx / 503 with Retry-After /
+//	                        request per key in flight            inbox dedups)                  422
+//
+// The constructors, with each package named as its folder:
+//
+//	amqpbroker.NewPublisher(cfg *PublisherConfig)                          amqpbroker.NewSubscriber(cfg *SubscriberConfig)
+//	gcppubsub.NewPublisher(*pubsub.Client, cfg *PublisherConfig)           gcppubsub.NewSubscriber(*pubsub.Client, cfg *SubscriberConfig)
+//	kafkabroker.NewPublisher(*kgo.Client, cfg *PublisherConfig)            kafkabroker.NewSubscriber(cfg *SubscriberConfig)
+//	mqttbroker.NewPublisher(cfg *PublisherConfig)                          mqttbroker.NewSubscriber(cfg *SubscriberConfig)
+//	natsbroker.NewPublisher(jetstream.JetStream, cfg *PublisherConfig)     natsbroker.NewSubscriber(jetstream.Consumer, cfg *SubscriberConfig)
+//	redisstream.NewPublisher(redis.Cmdable, cfg *PublisherConfig)          redisstream.NewSubscriber(redis.UniversalClient, cfg *SubscriberConfig)
+//	watermillbridge.NewPublisher(message.Publisher, cfg *PublisherConfig)  watermillbridge.NewMiddleware(*postbox.Consumer, cfg *MiddlewareConfig)
+//	webhook.NewPublisher(cfg *PublisherConfig)                             webhook.NewReceiver(cfg *ReceiverConfig), an http.Handler
 package broker

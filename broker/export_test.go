@@ -13,5 +13,5 @@ func ConsumeHandler(cfg *ConsumeConfig, process func(context.Context, *Delivery)
 	return cfg.WithDefaults().handler(process)
 }
 
-// Backoff is the default NackDelay.
-func Backoff(attempt int) time.Duration { return backoff(attempt) }
+// NackDelay is the default NackDelay.
+func NackDelay(attempt int) time.Duration { return nackDelay(attempt) }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 )
 
 // The brokers a scenario can run on.

@@ -6,8 +6,8 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/amqp v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/nats v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/amqpbroker v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
 	github.com/rabbitmq/amqp091-go v1.16.0
@@ -31,8 +31,8 @@ require (
 
 replace (
 	github.com/postbox-go/postbox => ..
-	github.com/postbox-go/postbox/broker/amqp => ../broker/amqp
-	github.com/postbox-go/postbox/broker/nats => ../broker/nats
+	github.com/postbox-go/postbox/broker/amqpbroker => ../broker/amqpbroker
+	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
 	github.com/postbox-go/postbox/driver/pgxv5 => ../driver/pgxv5
 	github.com/postbox-go/postbox/internal/testenv => ../internal/testenv
 )

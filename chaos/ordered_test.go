@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 )
 
 // TestPoisonOrdered: a relay in ordered mode meets a poison message on key k00, a message to a subject no stream

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/nats v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
@@ -45,6 +45,6 @@ require (
 
 replace (
 	github.com/postbox-go/postbox => ../
-	github.com/postbox-go/postbox/broker/nats => ../broker/nats
+	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
 	github.com/postbox-go/postbox/driver/databasesql => ../driver/databasesql
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
-	"github.com/postbox-go/postbox/broker/nats/embedded"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
+	"github.com/postbox-go/postbox/broker/natsbroker/embedded"
 	postboxotel "github.com/postbox-go/postbox/otel"
 )
 

@@ -67,6 +67,15 @@ type Features struct {
 	// Unreachable, if set, returns a publisher configured for a broker address where nothing listens. The suite
 	// checks that Publish fails with a retryable error within Timeout.
 	Unreachable func(t *testing.T) postbox.Publisher
+	// ErrClosed: the publisher has a Close method, after which Publish fails with an error wrapping ErrClosed
+	// (retryable), and Close may be called twice. The suite closes a publisher the Constructor returned after
+	// every other test, so a Constructor may return one shared publisher.
+	ErrClosed error
+	// Reconnect, if set, returns a publisher for topic whose connection goes through a network path the test
+	// can cut, and the function that cuts it (a TCP proxy from internal/testenv/tcpproxy, for one). The suite
+	// checks that the publisher reconnects on its own: after the cut, Publish fails retryably at most until
+	// then, and every message it confirmed is delivered.
+	Reconnect func(t *testing.T, topic string) (pub postbox.Publisher, cut func())
 	// Messages is how many messages the bulk tests publish. Default 200.
 	Messages int
 	// Timeout bounds each wait for deliveries; hitting it fails the test with what is missing. It guards against
@@ -98,6 +107,11 @@ func Exercise(t *testing.T, f Features, newPubSub Constructor) {
 	t.Run("CancelledPublish", s.testCancelledPublish)
 	t.Run("ReceiveStops", s.testReceiveStops)
 	t.Run("NackThenAck", s.testNackThenAck)
+	t.Run("ReceiveOnce", s.testReceiveOnce)
+	t.Run("Ping", s.testPing)
+	if f.Reconnect != nil {
+		t.Run("Reconnect", s.testReconnect)
+	}
 	if f.PerKeyOrder {
 		t.Run("PerKeyOrder", s.testPerKeyOrder)
 	}
@@ -122,6 +136,9 @@ func Exercise(t *testing.T, f Features, newPubSub Constructor) {
 	}
 	if f.Unreachable != nil {
 		t.Run("Unreachable", s.testUnreachable)
+	}
+	if f.ErrClosed != nil {
+		t.Run("Close", s.testClose) // last: a Constructor may hand the same publisher to every test
 	}
 }
 

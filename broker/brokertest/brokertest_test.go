@@ -11,6 +11,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // memBroker is a minimal in-memory broker with every feature the suite tests: one queue per topic shared by the
@@ -66,8 +67,9 @@ func (b *memBroker) Publish(ctx context.Context, batch []postbox.Record) error {
 }
 
 type memSub struct {
-	b     *memBroker
-	topic string
+	b       *memBroker
+	topic   string
+	running adapterkit.Running
 }
 
 // next takes the earliest deliverable entry, marking it in flight, and returns a copy and the entry.
@@ -86,6 +88,11 @@ func (s *memSub) next() (entry, *entry) {
 }
 
 func (s *memSub) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
+	done, err := s.running.Start(ctx, "memsub", handle, "")
+	if done == nil {
+		return err
+	}
+	defer done()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -52,7 +52,7 @@ func publisher(t *testing.T, c *pubsub.Client, cfg *gcppubsub.PublisherConfig) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pub.Close)
+	t.Cleanup(func() { _ = pub.Close() })
 	return pub
 }
 
@@ -88,7 +88,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	}
 	cfg := h.subCfg
 	cfg.Subscription, cfg.Topic, cfg.Logger = "sub-"+topic, topic, quietLogger()
-	sub, err := gcppubsub.NewSubscriber(h.c, cfg)
+	sub, err := gcppubsub.NewSubscriber(h.c, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func unreachable(t *testing.T) postbox.Publisher {
 
 func TestConformance(t *testing.T) {
 	_, c := server(t)
-	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Unreachable: unreachable}
+	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, Unroutable: true, Unreachable: unreachable, ErrClosed: gcppubsub.ErrClosed}
 	plain := func(prefix string) func(topic string) *pubsubpb.Subscription {
 		return func(topic string) *pubsubpb.Subscription {
 			return &pubsubpb.Subscription{Name: "sub-" + topic, Topic: prefix + topic}

@@ -44,6 +44,6 @@
 //	relay, err := postbox.NewRelay(client, pub, nil)
 //
 //	_, err = gcppubsub.EnsureSubscription(ctx, c, &pubsubpb.Subscription{Name: "billing", Topic: "orders"})
-//	sub, err := gcppubsub.NewSubscriber(c, gcppubsub.SubscriberConfig{Subscription: "billing", Topic: "orders"})
+//	sub, err := gcppubsub.NewSubscriber(c, &gcppubsub.SubscriberConfig{Subscription: "billing", Topic: "orders"})
 //	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package gcppubsub

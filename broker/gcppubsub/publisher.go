@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -26,8 +28,8 @@ const (
 	reservedAttributeHead = "goog"
 )
 
-// ErrClosed is returned for messages published after Close.
-var ErrClosed = errors.New("gcppubsub: publisher closed")
+// ErrClosed is wrapped by the error of messages published after Close.
+var ErrClosed = adapterkit.ErrClosed("gcppubsub")
 
 // PublisherConfig configures a Publisher. The zero value is valid.
 type PublisherConfig struct {
@@ -40,6 +42,8 @@ type PublisherConfig struct {
 	// control, compression. Default: pubsub.DefaultPublishSettings. HedgingSettings must be nil: the Pub/Sub
 	// client cannot hedge ordered publishes.
 	Settings *pubsub.PublishSettings
+	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Publisher publishes batches to Google Pub/Sub with ordering keys, through one Pub/Sub publisher per topic. It
@@ -49,10 +53,32 @@ type Publisher struct {
 	c   *pubsub.Client
 	cfg PublisherConfig
 	ce  broker.CloudEvents
+	log *slog.Logger
 
 	mu     sync.Mutex
 	topics map[string]*pubsub.Publisher
 	closed bool
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
+	return out
+}
+
+func (c PublisherConfig) validate() error {
+	if c.Settings != nil && c.Settings.HedgingSettings != nil {
+		return fmt.Errorf("%w: gcppubsub.NewPublisher: Settings.HedgingSettings must be nil; the Pub/Sub client cannot hedge ordered publishes",
+			postbox.ErrInvalidConfig)
+	}
+	if c.TopicPrefix != "" {
+		if err := CheckTopicID(c.TopicPrefix + "xxx"); err != nil {
+			return fmt.Errorf("%w: gcppubsub.NewPublisher: TopicPrefix: %v", postbox.ErrInvalidConfig, err)
+		}
+	}
+	return nil
 }
 
 // NewPublisher returns a publisher on c. It does no I/O. cfg may be nil.
@@ -60,20 +86,11 @@ func NewPublisher(c *pubsub.Client, cfg *PublisherConfig) (*Publisher, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: gcppubsub.NewPublisher needs a client; make one with pubsub.NewClient", postbox.ErrInvalidConfig)
 	}
-	var conf PublisherConfig
-	if cfg != nil {
-		conf = *cfg
+	conf := cfg.WithDefaults()
+	if err := conf.validate(); err != nil {
+		return nil, err
 	}
-	if conf.Settings != nil && conf.Settings.HedgingSettings != nil {
-		return nil, fmt.Errorf("%w: gcppubsub: PublisherConfig.Settings.HedgingSettings must be nil; the Pub/Sub client cannot hedge ordered publishes",
-			postbox.ErrInvalidConfig)
-	}
-	if conf.TopicPrefix != "" {
-		if err := CheckTopicID(conf.TopicPrefix + "xxx"); err != nil {
-			return nil, fmt.Errorf("%w: gcppubsub: TopicPrefix: %v", postbox.ErrInvalidConfig, err)
-		}
-	}
-	return &Publisher{c: c, cfg: conf, ce: broker.CloudEvents{Prefix: Prefix, Source: conf.Source},
+	return &Publisher{c: c, cfg: conf, ce: broker.CloudEvents{Prefix: Prefix, Source: conf.Source}, log: conf.Logger,
 		topics: map[string]*pubsub.Publisher{}}, nil
 }
 
@@ -93,16 +110,8 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	errs := make([]error, len(batch))
 	results := make([]*pubsub.PublishResult, len(batch))
 	topics := make([]*pubsub.Publisher, len(batch))
-	for i, rec := range batch {
-		if err := ctx.Err(); err != nil {
-			errs[i] = fmt.Errorf("gcppubsub: message %s not published: %w", rec.ID, err)
-			continue
-		}
-		msg, err := p.message(rec)
-		if err != nil {
-			errs[i] = postbox.Permanent(err)
-			continue
-		}
+	for i, msg := range adapterkit.Messages(ctx, "gcppubsub", batch, errs, p.message) {
+		rec := batch[i]
 		t, err := p.topic(p.cfg.TopicPrefix + rec.Topic)
 		if err != nil {
 			errs[i] = fmt.Errorf("gcppubsub: message %s not published: %w", rec.ID, err)
@@ -127,16 +136,12 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 			}
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
-// Close stops the Pub/Sub publishers after they sent what they hold. Publish fails after Close.
-func (p *Publisher) Close() {
+// Close stops the Pub/Sub publishers after they sent what they hold. It leaves the client open: close it
+// yourself. Publish returns ErrClosed afterwards.
+func (p *Publisher) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	topics := p.topics
@@ -151,6 +156,7 @@ func (p *Publisher) Close() {
 		}()
 	}
 	wg.Wait()
+	return nil
 }
 
 // topic returns the Pub/Sub publisher of the topic ID, making it on first use.

@@ -2,15 +2,14 @@ package gcppubsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 )
 
 // DefaultConcurrency is SubscriberConfig.Concurrency's default.
@@ -46,55 +45,60 @@ type Subscriber struct {
 	cfg     SubscriberConfig
 	ce      broker.CloudEvents
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
 }
 
-// NewSubscriber returns a subscriber on c for cfg. It does no I/O.
-func NewSubscriber(c *pubsub.Client, cfg SubscriberConfig) (*Subscriber, error) {
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Concurrency, DefaultConcurrency)
+	adapterkit.Default(&out.Logger, slog.Default())
+	return out
+}
+
+func (c SubscriberConfig) validate(project string) error {
+	if c.Subscription == "" || c.Topic == "" {
+		return fmt.Errorf("%w: gcppubsub.NewSubscriber needs the Subscription and the Postbox Topic its messages carry",
+			postbox.ErrInvalidConfig)
+	}
+	if _, err := subscriptionName(project, c.Subscription); err != nil {
+		return fmt.Errorf("%w: gcppubsub.NewSubscriber: Subscription: %v", postbox.ErrInvalidConfig, err)
+	}
+	if c.Concurrency < 0 || c.MaxExtension < 0 {
+		return fmt.Errorf("%w: gcppubsub.NewSubscriber: Concurrency %d and MaxExtension %v must not be negative (0 means the default)",
+			postbox.ErrInvalidConfig, c.Concurrency, c.MaxExtension)
+	}
+	return nil
+}
+
+// NewSubscriber returns a subscriber on c configured by cfg, which needs at least a Subscription and a Topic.
+// It does no I/O.
+func NewSubscriber(c *pubsub.Client, cfg *SubscriberConfig) (*Subscriber, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: gcppubsub.NewSubscriber needs a client; make one with pubsub.NewClient", postbox.ErrInvalidConfig)
 	}
-	if cfg.Subscription == "" || cfg.Topic == "" {
-		return nil, fmt.Errorf("%w: gcppubsub: SubscriberConfig needs the Subscription and the Postbox Topic its messages carry",
-			postbox.ErrInvalidConfig)
+	conf := cfg.WithDefaults()
+	if err := conf.validate(c.Project()); err != nil {
+		return nil, err
 	}
-	if _, err := subscriptionName(c.Project(), cfg.Subscription); err != nil {
-		return nil, fmt.Errorf("%w: gcppubsub: SubscriberConfig.Subscription: %v", postbox.ErrInvalidConfig, err)
-	}
-	if cfg.Concurrency < 0 || cfg.MaxExtension < 0 {
-		return nil, fmt.Errorf("%w: gcppubsub: Concurrency %d and MaxExtension %v must not be negative (0 means the default)",
-			postbox.ErrInvalidConfig, cfg.Concurrency, cfg.MaxExtension)
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Subscriber{c: c, cfg: cfg, ce: broker.CloudEvents{Prefix: Prefix}, log: log}, nil
+	return &Subscriber{c: c, cfg: conf, ce: broker.CloudEvents{Prefix: Prefix}, log: conf.Logger}, nil
 }
 
 // Receive pulls messages and calls handle for each until ctx is cancelled (see broker.Subscriber). On the way
 // out the Pub/Sub client nacks the messages it had pulled ahead and waits for the running handlers. It returns
 // an error when Pub/Sub refuses the pull for good (the subscription does not exist, permission denied).
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("gcppubsub: Receive needs a handler; to process through the inbox, use broker.Consume")
+	done, err := s.running.Start(ctx, "gcppubsub", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("gcppubsub: Receive is already running on this subscriber; make one subscriber per Receive")
-	}
-	defer s.running.Store(false)
-	if ctx.Err() != nil {
-		return nil
-	}
+	defer done()
 	sub := s.c.Subscriber(s.cfg.Subscription)
 	sub.ReceiveSettings.MaxOutstandingMessages = s.cfg.Concurrency
 	if s.cfg.MaxExtension > 0 {
 		sub.ReceiveSettings.MaxExtension = s.cfg.MaxExtension
 	}
-	err := sub.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
+	err = sub.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
 		if d, ok := s.delivery(ctx, m); ok {
 			broker.Dispatch(ctx, d, handle)
 		}

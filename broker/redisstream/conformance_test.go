@@ -40,7 +40,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := redisstream.NewSubscriber(h.rdb, "conformance", []string{topic}, &redisstream.SubscriberConfig{
+	sub, err := redisstream.NewSubscriber(h.rdb, &redisstream.SubscriberConfig{Group: "conformance", Topics: []string{topic},
 		StreamPrefix: prefix, Concurrency: 4, ClaimIdle: claimIdle, Block: 200 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func unreachable(t *testing.T) postbox.Publisher {
 func TestConformance(t *testing.T) {
 	rdb := connect(t)
 	f := brokertest.Features{PerKeyOrder: true, Redelivery: true, AckTimeout: true, AckWait: claimIdle, Attempts: true,
-		Unreachable: unreachable}
+		Unreachable: unreachable, ErrClosed: redisstream.ErrClosed}
 	t.Run("MakeStream", func(t *testing.T) {
 		brokertest.Exercise(t, f, (&harness{rdb: rdb, groups: map[string]bool{}}).new)
 	})

@@ -53,6 +53,6 @@
 //	relay, err := postbox.NewRelay(client, pub, nil)
 //
 //	err = redisstream.EnsureGroup(ctx, rdb, "orders", "billing", redisstream.StartOldest)
-//	sub, err := redisstream.NewSubscriber(rdb, "billing", []string{"orders"}, nil)
+//	sub, err := redisstream.NewSubscriber(rdb, &redisstream.SubscriberConfig{Group: "billing", Topics: []string{"orders"}})
 //	err = broker.Consume(ctx, sub, consumer, handler, nil) // blocks until ctx is cancelled
 package redisstream

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,15 +39,46 @@ type PublisherConfig struct {
 	RequireStream bool
 	// Source is the CloudEvents source attribute. Default: broker.DefaultSource ("postbox").
 	Source string
+	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
+	Logger *slog.Logger
 }
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = adapterkit.ErrClosed("redisstream")
 
 // Publisher adds messages to Redis streams with XADD, one pipeline per batch. It implements postbox.Publisher and
 // is safe for concurrent use.
 type Publisher struct {
-	rdb redis.Cmdable
-	cfg PublisherConfig
-	ce  broker.CloudEvents
-	now func() time.Time
+	rdb    redis.Cmdable
+	cfg    PublisherConfig
+	ce     broker.CloudEvents
+	log    *slog.Logger
+	now    func() time.Time
+	closed adapterkit.Closed
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	out := adapterkit.Copy(c)
+	adapterkit.Default(&out.Source, broker.DefaultSource)
+	adapterkit.Default(&out.Logger, slog.Default())
+	return out
+}
+
+func (c PublisherConfig) validate() error {
+	const who = "redisstream.NewPublisher"
+	switch {
+	case c.MaxLen < 0 || c.MaxAge < 0:
+		return fmt.Errorf("%w: %s: MaxLen %d and MaxAge %v must not be negative (0 turns trimming off)",
+			postbox.ErrInvalidConfig, who, c.MaxLen, c.MaxAge)
+	case c.MaxLen > 0 && c.MaxAge > 0:
+		return fmt.Errorf("%w: %s: set MaxLen or MaxAge, not both: XADD trims by one strategy at a time",
+			postbox.ErrInvalidConfig, who)
+	case c.MaxAge > 0 && c.MaxAge < time.Millisecond:
+		return fmt.Errorf("%w: %s: MaxAge %v is under the millisecond resolution of stream IDs",
+			postbox.ErrInvalidConfig, who, c.MaxAge)
+	}
+	return nil
 }
 
 // NewPublisher returns a publisher on rdb (a *redis.Client, *redis.ClusterClient or *redis.Ring). It does no
@@ -56,23 +89,16 @@ func NewPublisher(rdb redis.Cmdable, cfg *PublisherConfig) (*Publisher, error) {
 		return nil, fmt.Errorf("%w: redisstream.NewPublisher needs a Redis client, such as redis.NewClient(&redis.Options{Addr: \"localhost:6379\"})",
 			postbox.ErrInvalidConfig)
 	}
-	var c PublisherConfig
-	if cfg != nil {
-		c = *cfg
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	switch {
-	case c.MaxLen < 0 || c.MaxAge < 0:
-		return nil, fmt.Errorf("%w: redisstream: MaxLen %d and MaxAge %v must not be negative (0 turns trimming off)",
-			postbox.ErrInvalidConfig, c.MaxLen, c.MaxAge)
-	case c.MaxLen > 0 && c.MaxAge > 0:
-		return nil, fmt.Errorf("%w: redisstream: set MaxLen or MaxAge, not both: XADD trims by one strategy at a time",
-			postbox.ErrInvalidConfig)
-	case c.MaxAge > 0 && c.MaxAge < time.Millisecond:
-		return nil, fmt.Errorf("%w: redisstream: MaxAge %v is under the millisecond resolution of stream IDs",
-			postbox.ErrInvalidConfig, c.MaxAge)
-	}
-	return &Publisher{rdb: rdb, cfg: c, ce: broker.CloudEvents{Prefix: Prefix, Source: c.Source}, now: time.Now}, nil
+	return &Publisher{rdb: rdb, cfg: c, ce: broker.CloudEvents{Prefix: Prefix, Source: c.Source}, log: c.Logger, now: time.Now}, nil
 }
+
+// Close makes Publish return ErrClosed from now on. It leaves the client open: close it yourself once the relay
+// has stopped.
+func (p *Publisher) Close() error { return p.closed.Close() }
 
 // Publish adds every record to its stream in one pipeline and returns nil when Redis stored them all, and
 // otherwise a *postbox.BatchError with each record's result. Redis does not deduplicate: a record published
@@ -80,8 +106,8 @@ func NewPublisher(rdb redis.Cmdable, cfg *PublisherConfig) (*Publisher, error) {
 // retry can publish (no topic, a header that would be read back as a CloudEvents attribute, a key holding
 // something other than a stream) fail with a postbox.Permanent error.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
-	if len(batch) == 0 {
-		return nil
+	if skip, err := p.closed.Skip(ErrClosed, len(batch)); skip {
+		return err
 	}
 	errs := make([]error, len(batch))
 	if err := ctx.Err(); err != nil {
@@ -108,7 +134,6 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	if pipe.Len() > 0 {
 		_, execErr = pipe.Exec(ctx) // each command carries its own result, except as below
 	}
-	failed := false
 	for i, cmd := range cmds {
 		if cmd != nil {
 			err := cmd.Err()
@@ -124,12 +149,8 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 				errs[i] = p.classify(batch[i], err)
 			}
 		}
-		failed = failed || errs[i] != nil
 	}
-	if failed {
-		return &postbox.BatchError{Errs: errs}
-	}
-	return nil
+	return adapterkit.Result(ctx, p.log, errs)
 }
 
 // args builds the XADD of rec.

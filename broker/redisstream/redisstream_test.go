@@ -34,14 +34,14 @@ func newSub(t *testing.T, rdb *redis.Client, group string, topics []string, cfg 
 	if cfg == nil {
 		cfg = &redisstream.SubscriberConfig{}
 	}
-	cfg.StreamPrefix = prefix
+	cfg.StreamPrefix, cfg.Group, cfg.Topics = prefix, group, topics
 	if cfg.Block == 0 {
 		cfg.Block = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
-	sub, err := redisstream.NewSubscriber(rdb, group, topics, cfg)
+	sub, err := redisstream.NewSubscriber(rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,33 +59,6 @@ func newPub(t *testing.T, rdb *redis.Client, cfg *redisstream.PublisherConfig) *
 		t.Fatal(err)
 	}
 	return pub
-}
-
-// receiveN runs Receive with handle until it was called n times, and returns the deliveries in order.
-func receiveN(t *testing.T, sub broker.Subscriber, n int, handle broker.DeliveryHandler) []*broker.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var got []*broker.Delivery
-	err := sub.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
-		mu.Lock()
-		got = append(got, d)
-		if len(got) == n {
-			cancel()
-		}
-		mu.Unlock()
-		handle(ctx, d)
-	})
-	if err != nil {
-		t.Fatalf("Receive: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < n {
-		t.Fatalf("received %d of %d messages", len(got), n)
-	}
-	return got
 }
 
 func ack(ctx context.Context, d *broker.Delivery) { _ = d.Ack(context.WithoutCancel(ctx)) }
@@ -132,24 +105,10 @@ func TestPublishErrors(t *testing.T) {
 	recs[3].Topic = occupied
 	recs[4].Topic = missing
 	err := pub.Publish(ctx, recs)
-	var be *postbox.BatchError
-	if !errors.As(err, &be) || len(be.Errs) != len(recs) {
-		t.Fatalf("Publish = %v, want a BatchError with %d entries", err, len(recs))
-	}
-	for i, want := range []struct {
-		text      string
-		permanent bool
-	}{{}, {"no topic", true}, {"ce_data", true}, {"something other than a stream", true}, {"does not exist", false}, {}} {
-		e := be.Errs[i]
-		switch {
-		case want.text == "" && e != nil:
-			t.Errorf("record %d failed: %v", i, e)
-		case want.text != "" && (e == nil || !strings.Contains(e.Error(), want.text) || postbox.IsPermanent(e) != want.permanent):
-			t.Errorf("record %d: error %v; want one mentioning %q, permanent %v", i, e, want.text, want.permanent)
-		}
-	}
-	if !errors.Is(be.Errs[4], redisstream.ErrNoStream) {
-		t.Errorf("publishing to a missing stream with RequireStream: %v, want ErrNoStream", be.Errs[4])
+	brokertest.CheckBatch(t, err,
+		[]brokertest.Outcome{{}, {Err: "no topic", Permanent: true}, {Err: "ce_data", Permanent: true}, {Err: "something other than a stream", Permanent: true}, {Err: "does not exist"}, {}})
+	if be := (*postbox.BatchError)(nil); !errors.As(err, &be) || !errors.Is(be.Errs[4], redisstream.ErrNoStream) {
+		t.Errorf("publishing to a missing stream with RequireStream: %v, want ErrNoStream", err)
 	}
 	if n, err := rdb.Exists(ctx, prefix+missing).Result(); err != nil || n != 0 {
 		t.Errorf("RequireStream created stream %s", prefix+missing)
@@ -267,7 +226,7 @@ func TestTrimmedPendingEntriesAreReported(t *testing.T) {
 	}
 	logs := &logRecorder{}
 	sub := newSub(t, rdb, "g", []string{topic}, &redisstream.SubscriberConfig{ClaimIdle: time.Millisecond, Logger: slog.New(logs)})
-	got := receiveN(t, sub, 1, ack)
+	got := brokertest.ReceiveN(t, sub, 1, ack)
 	if got[0].Message.ID != later[0].ID {
 		t.Fatalf("delivered %s, want only %s", got[0].Message.ID, later[0].ID)
 	}
@@ -303,7 +262,7 @@ func TestCrashedConsumersEntriesAreClaimed(t *testing.T) {
 	}
 	sub := newSub(t, rdb, "g", []string{topic}, &redisstream.SubscriberConfig{ClaimIdle: 50 * time.Millisecond})
 	attempts := map[string]int{}
-	for _, d := range receiveN(t, sub, len(recs), ack) {
+	for _, d := range brokertest.ReceiveN(t, sub, len(recs), ack) {
 		attempts[d.Message.ID] = d.Attempt
 	}
 	for _, r := range recs {
@@ -324,7 +283,7 @@ func TestNackDelayIsCappedAtClaimIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := newSub(t, rdb, "g", []string{topic}, &redisstream.SubscriberConfig{ClaimIdle: 200 * time.Millisecond})
-	got := receiveN(t, sub, 2, func(ctx context.Context, d *broker.Delivery) {
+	got := brokertest.ReceiveN(t, sub, 2, func(ctx context.Context, d *broker.Delivery) {
 		if d.Attempt == 1 {
 			_ = d.Nack(ctx, time.Hour)
 			return
@@ -348,7 +307,7 @@ func TestSeveralTopics(t *testing.T) {
 	}
 	sub := newSub(t, rdb, "g", []string{a, b}, nil)
 	topics := map[string]string{}
-	for _, d := range receiveN(t, sub, len(recs), ack) {
+	for _, d := range brokertest.ReceiveN(t, sub, len(recs), ack) {
 		topics[d.Message.ID] = d.Message.Topic
 	}
 	for _, r := range recs {
@@ -371,7 +330,7 @@ func TestForeignEntriesAreDropped(t *testing.T) {
 	}
 	logs := &logRecorder{}
 	sub := newSub(t, rdb, "g", []string{topic}, &redisstream.SubscriberConfig{Logger: slog.New(logs)})
-	if got := receiveN(t, sub, 1, ack); got[0].Message.ID != recs[0].ID {
+	if got := brokertest.ReceiveN(t, sub, 1, ack); got[0].Message.ID != recs[0].ID {
 		t.Fatalf("handler got %s, want only the Postbox message", got[0].Message.ID)
 	}
 	if pend, err := rdb.XPending(ctx, name, "g").Result(); err != nil || pend.Count != 0 {
@@ -403,7 +362,7 @@ func TestConsumerLeavesGroupWhenNothingPending(t *testing.T) {
 	if err := pub.Publish(ctx, brokertest.Records(topic, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	receiveN(t, done, 1, ack)
+	brokertest.ReceiveN(t, done, 1, ack)
 	if cs := consumers(); len(cs) != 0 {
 		t.Fatalf("consumers %v after a subscriber that acked everything stopped; want none", cs)
 	}
@@ -413,7 +372,7 @@ func TestConsumerLeavesGroupWhenNothingPending(t *testing.T) {
 	if err := pub.Publish(ctx, brokertest.Records(topic, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	receiveN(t, holding, 1, func(ctx context.Context, d *broker.Delivery) { _ = d.Nack(context.WithoutCancel(ctx), time.Hour) })
+	brokertest.ReceiveN(t, holding, 1, func(ctx context.Context, d *broker.Delivery) { _ = d.Nack(context.WithoutCancel(ctx), time.Hour) })
 	if cs := consumers(); len(cs) != 1 || cs[0] != "holding" {
 		t.Fatalf("consumers %v; want the one holding a pending entry", cs)
 	}
@@ -473,7 +432,7 @@ func TestEnsureGroupIsIdempotent(t *testing.T) {
 	if err := redisstream.EnsureGroup(ctx, rdb, name, "late", redisstream.StartNew); err != nil {
 		t.Fatal(err)
 	}
-	got := receiveN(t, newSub(t, rdb, "g", []string{topic}, nil), 2, ack)
+	got := brokertest.ReceiveN(t, newSub(t, rdb, "g", []string{topic}, nil), 2, ack)
 	if got[0].Message.ID != recs[0].ID || got[1].Message.ID != recs[1].ID {
 		t.Fatalf("group g got %s, %s; want both messages published before EnsureGroup was called again", got[0].Message.ID, got[1].Message.ID)
 	}
@@ -481,7 +440,7 @@ func TestEnsureGroupIsIdempotent(t *testing.T) {
 	if err := newPub(t, rdb, nil).Publish(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	if got := receiveN(t, newSub(t, rdb, "late", []string{topic}, nil), 1, ack); got[0].Message.ID != later[0].ID {
+	if got := brokertest.ReceiveN(t, newSub(t, rdb, "late", []string{topic}, nil), 1, ack); got[0].Message.ID != later[0].ID {
 		t.Fatalf("group made with StartNew got %s first, want %s", got[0].Message.ID, later[0].ID)
 	}
 }
@@ -498,22 +457,21 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("NewPublisher(nil) = %v", err)
 	}
 	for _, c := range []struct {
-		rdb    redis.UniversalClient
-		group  string
-		topics []string
-		cfg    *redisstream.SubscriberConfig
+		rdb redis.UniversalClient
+		cfg *redisstream.SubscriberConfig
 	}{
-		{nil, "g", []string{"t"}, nil},
-		{rdb, "", []string{"t"}, nil},
-		{rdb, "g", nil, nil},
-		{rdb, "g", []string{"t", ""}, nil},
-		{rdb, "g", []string{"t", "t"}, nil},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{Concurrency: -1}},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{Block: time.Microsecond}},
-		{rdb, "g", []string{"t"}, &redisstream.SubscriberConfig{ClaimIdle: -time.Second}},
+		{nil, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}}},
+		{rdb, nil},
+		{rdb, &redisstream.SubscriberConfig{Topics: []string{"t"}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g"}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t", ""}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t", "t"}}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, Concurrency: -1}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, Block: time.Microsecond}},
+		{rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}, ClaimIdle: -time.Second}},
 	} {
-		if _, err := redisstream.NewSubscriber(c.rdb, c.group, c.topics, c.cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
-			t.Errorf("NewSubscriber(group %q, topics %q, %+v) = %v, want ErrInvalidConfig", c.group, c.topics, c.cfg, err)
+		if _, err := redisstream.NewSubscriber(c.rdb, c.cfg); !errors.Is(err, postbox.ErrInvalidConfig) {
+			t.Errorf("NewSubscriber(%+v) = %v, want ErrInvalidConfig", c.cfg, err)
 		}
 	}
 	if err := redisstream.EnsureGroup(ctx, rdb, "", "g", ""); err == nil {
@@ -522,14 +480,14 @@ func TestConfigErrors(t *testing.T) {
 	if err := redisstream.EnsureGroup(ctx, rdb, prefix+"x", "", ""); err == nil {
 		t.Error("EnsureGroup accepted an empty group name")
 	}
-	sub, err := redisstream.NewSubscriber(rdb, "g", []string{"t"}, nil)
+	sub, err := redisstream.NewSubscriber(rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.Receive(ctx, nil); err == nil {
 		t.Error("Receive accepted a nil handler")
 	}
-	other, _ := redisstream.NewSubscriber(rdb, "g", []string{"t"}, nil)
+	other, _ := redisstream.NewSubscriber(rdb, &redisstream.SubscriberConfig{Group: "g", Topics: []string{"t"}})
 	if sub.Consumer() == "" || sub.Consumer() == other.Consumer() {
 		t.Errorf("generated consumer names %q and %q; want distinct names", sub.Consumer(), other.Consumer())
 	}

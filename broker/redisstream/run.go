@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
+	"github.com/postbox-go/postbox/internal/backoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -71,13 +73,13 @@ func (r *run) poke() {
 // readLoop reads new entries with XREADGROUP until ctx is done.
 func (r *run) readLoop(ctx context.Context) {
 	s := r.s
-	args := &redis.XReadGroupArgs{Group: s.group, Consumer: s.cfg.Consumer, Count: s.cfg.Count, Block: s.cfg.Block,
+	args := &redis.XReadGroupArgs{Group: s.cfg.Group, Consumer: s.cfg.Consumer, Count: s.cfg.Count, Block: s.cfg.Block,
 		Streams: make([]string, 0, 2*len(s.streams))}
 	args.Streams = append(args.Streams, s.streams...)
 	for range s.streams {
 		args.Streams = append(args.Streams, ">")
 	}
-	wait := minRetryWait
+	wait := backoff.Backoff{Base: minRetryWait, Max: maxRetryWait}
 	for ctx.Err() == nil {
 		res, err := s.rdb.XReadGroup(ctx, args).Result()
 		switch {
@@ -89,7 +91,7 @@ func (r *run) readLoop(ctx context.Context) {
 			}
 			continue
 		}
-		wait = minRetryWait
+		wait.Reset()
 		for _, xs := range res {
 			r.deliver(ctx, xs.Stream, xs.Messages, nil)
 		}
@@ -103,7 +105,7 @@ func (r *run) claimLoop(ctx context.Context) {
 	cursors := make(map[string]string, len(s.streams))
 	t := time.NewTimer(0)
 	defer t.Stop()
-	wait := minRetryWait
+	wait := backoff.Backoff{Base: minRetryWait, Max: maxRetryWait}
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,7 +122,7 @@ func (r *run) claimLoop(ctx context.Context) {
 				}
 				continue
 			}
-			wait = minRetryWait
+			wait.Reset()
 			more = more || m
 		}
 		if more {
@@ -139,7 +141,7 @@ func (r *run) claim(ctx context.Context, stream string, cursors map[string]strin
 	if start == "" {
 		start = "0-0"
 	}
-	msgs, next, deleted, err := s.rdb.XAutoClaimWithDeleted(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: s.group,
+	msgs, next, deleted, err := s.rdb.XAutoClaimWithDeleted(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: s.cfg.Group,
 		Consumer: s.cfg.Consumer, MinIdle: s.cfg.ClaimIdle, Start: start, Count: s.cfg.Count}).Result()
 	if err != nil {
 		return false, err
@@ -148,7 +150,7 @@ func (r *run) claim(ctx context.Context, stream string, cursors map[string]strin
 	if len(deleted) > 0 {
 		s.log.WarnContext(ctx, "redisstream: pending entries were deleted from the stream before they were acknowledged; "+
 			"they are lost to this group (is MaxLen or MaxAge too small for the consumers' backlog?)",
-			"stream", stream, "group", s.group, "ids", deleted)
+			"stream", stream, "group", s.cfg.Group, "ids", deleted)
 	}
 	if len(msgs) > 0 {
 		r.deliver(ctx, stream, msgs, r.attempts(ctx, stream, msgs))
@@ -160,7 +162,7 @@ func (r *run) claim(ctx context.Context, stream string, cursors map[string]strin
 // when Redis does not answer, and the deliveries then report attempt 0 (unknown).
 func (r *run) attempts(ctx context.Context, stream string, msgs []redis.XMessage) map[string]int {
 	s := r.s
-	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: s.group, Consumer: s.cfg.Consumer,
+	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: s.cfg.Group, Consumer: s.cfg.Consumer,
 		Start: msgs[0].ID, End: msgs[len(msgs)-1].ID, Count: int64(len(msgs))}).Result()
 	if err != nil {
 		return nil
@@ -174,7 +176,7 @@ func (r *run) attempts(ctx context.Context, stream string, msgs []redis.XMessage
 
 // retry handles a loop's Redis error: it stops the run on a fatal one, and otherwise logs it and waits before
 // the next try. It reports whether the loop should go on.
-func (r *run) retry(ctx context.Context, op string, err error, wait *time.Duration) bool {
+func (r *run) retry(ctx context.Context, op string, err error, wait *backoff.Backoff) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -182,22 +184,15 @@ func (r *run) retry(ctx context.Context, op string, err error, wait *time.Durati
 	if fatal(err) {
 		hint := ""
 		if redis.HasErrorPrefix(err, "NOGROUP") {
-			hint = fmt.Sprintf(" (create group %s on every stream with EnsureGroup)", s.group)
+			hint = fmt.Sprintf(" (create group %s on every stream with EnsureGroup)", s.cfg.Group)
 		}
 		r.fail(fmt.Errorf("redisstream: %s on %s as consumer %s of group %s%s: %w", op, strings.Join(s.streams, ", "),
-			s.cfg.Consumer, s.group, hint, err))
+			s.cfg.Consumer, s.cfg.Group, hint, err))
 		return false
 	}
-	s.log.WarnContext(ctx, "redisstream: Redis error; retrying", "op", op, "group", s.group, "retry_in", *wait, "err", err)
-	t := time.NewTimer(*wait)
-	defer t.Stop()
-	*wait = min(2**wait, maxRetryWait)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	d := wait.Next()
+	s.log.WarnContext(ctx, "redisstream: Redis error; retrying", "op", op, "group", s.cfg.Group, "retry_in", d, "err", err)
+	return adapterkit.Sleep(ctx, d)
 }
 
 // deliver hands msgs to the lanes in order. Entries that are not Postbox messages are acknowledged and dropped.
@@ -238,14 +233,14 @@ func (r *run) drop(ctx context.Context, stream, id string, why error) {
 	s := r.s
 	if errors.Is(why, errTrimmed) {
 		s.log.WarnContext(ctx, "redisstream: a pending entry was deleted from the stream before it was acknowledged; it is lost to this group",
-			"stream", stream, "group", s.group, "id", id)
+			"stream", stream, "group", s.cfg.Group, "id", id)
 	} else {
 		s.log.ErrorContext(ctx, "redisstream: acknowledging and dropping an entry that is not a Postbox CloudEvent",
-			"stream", stream, "group", s.group, "id", id, "err", why)
+			"stream", stream, "group", s.cfg.Group, "id", id, "err", why)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broker.DefaultSettleTimeout)
 	defer cancel()
-	_ = s.rdb.XAck(sctx, stream, s.group, id).Err() // on failure it comes back and is dropped again
+	_ = s.rdb.XAck(sctx, stream, s.cfg.Group, id).Err() // on failure it comes back and is dropped again
 }
 
 // release sets the idle time of pending entries so that XAUTOCLAIM claims them after delay: XCLAIM … IDLE
@@ -254,7 +249,7 @@ func (r *run) release(ctx context.Context, stream string, ids []string, delay ti
 	s := r.s
 	idle := max(s.cfg.ClaimIdle-delay, 0)
 	args := make([]any, 0, 9+len(ids))
-	args = append(args, "XCLAIM", stream, s.group, s.cfg.Consumer, 0)
+	args = append(args, "XCLAIM", stream, s.cfg.Group, s.cfg.Consumer, 0)
 	for _, id := range ids {
 		args = append(args, id)
 	}

@@ -4,16 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,8 +24,13 @@ const (
 	DefaultClaimIdle   = 30 * time.Second
 )
 
-// SubscriberConfig configures a Subscriber. The zero value is valid.
+// SubscriberConfig configures a Subscriber. Group and Topics are required.
 type SubscriberConfig struct {
+	// Group is the consumer group to read as. Subscribers with one group share its messages; create the group on
+	// each topic's stream first with EnsureGroup.
+	Group string
+	// Topics are the Postbox topics to read: the subscriber reads stream StreamPrefix + topic for each.
+	Topics []string
 	// StreamPrefix must match the publishers' PublisherConfig.StreamPrefix: the subscriber reads stream
 	// StreamPrefix + topic and strips the prefix to set Message.Topic. Default: "".
 	StreamPrefix string
@@ -61,78 +65,72 @@ type SubscriberConfig struct {
 // claims entries other consumers left idle with XAUTOCLAIM. It implements broker.Subscriber.
 type Subscriber struct {
 	rdb     redis.UniversalClient
-	group   string
-	topics  []string
 	streams []string
 	cfg     SubscriberConfig
 	ce      broker.CloudEvents
 	log     *slog.Logger
-	running atomic.Bool
+	running adapterkit.Running
 }
 
-// NewSubscriber returns a subscriber to topics as a consumer of group. Create the group on each topic's stream
-// first with EnsureGroup. It does no I/O. cfg may be nil.
+// WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
+func (c *SubscriberConfig) WithDefaults() SubscriberConfig {
+	out := adapterkit.Copy(c)
+	out.Topics = slices.Clone(out.Topics)
+	adapterkit.Default(&out.Concurrency, DefaultConcurrency)
+	adapterkit.Default(&out.Count, DefaultCount)
+	adapterkit.Default(&out.Block, DefaultBlock)
+	adapterkit.Default(&out.ClaimIdle, DefaultClaimIdle)
+	adapterkit.Default(&out.ClaimInterval, max(out.ClaimIdle/4, time.Millisecond))
+	adapterkit.Default(&out.Consumer, consumerName())
+	adapterkit.Default(&out.Logger, slog.Default())
+	return out
+}
+
+func (c SubscriberConfig) validate() error {
+	const who = "redisstream.NewSubscriber"
+	if c.Group == "" {
+		return fmt.Errorf("%w: %s needs a consumer Group; subscribers with one group share its messages", postbox.ErrInvalidConfig, who)
+	}
+	if len(c.Topics) == 0 {
+		return fmt.Errorf("%w: %s needs at least one topic in Topics", postbox.ErrInvalidConfig, who)
+	}
+	for i, t := range c.Topics {
+		if t == "" {
+			return fmt.Errorf("%w: %s: Topics[%d] is empty", postbox.ErrInvalidConfig, who, i)
+		}
+		if slices.Contains(c.Topics[:i], t) {
+			return fmt.Errorf("%w: %s: topic %q is listed twice in Topics", postbox.ErrInvalidConfig, who, t)
+		}
+	}
+	if c.Concurrency < 0 || c.Count < 0 || c.Block < 0 || c.ClaimIdle < 0 || c.ClaimInterval < 0 {
+		return fmt.Errorf("%w: %s: Concurrency %d, Count %d, Block %v, ClaimIdle %v and ClaimInterval %v must not be negative (0 means the default)",
+			postbox.ErrInvalidConfig, who, c.Concurrency, c.Count, c.Block, c.ClaimIdle, c.ClaimInterval)
+	}
+	for name, d := range map[string]time.Duration{"Block": c.Block, "ClaimIdle": c.ClaimIdle, "ClaimInterval": c.ClaimInterval} {
+		if d > 0 && d < time.Millisecond {
+			return fmt.Errorf("%w: %s: %s %v is under a millisecond, the resolution of Redis stream timeouts",
+				postbox.ErrInvalidConfig, who, name, d)
+		}
+	}
+	return nil
+}
+
+// NewSubscriber returns a subscriber on rdb configured by cfg, which needs at least a Group and Topics. It
+// does no I/O.
 //
 // Redis Cluster serves a multi-stream XREADGROUP only when all the streams are in one slot: give them a common
 // hash tag through StreamPrefix, or make one Subscriber per topic.
-func NewSubscriber(rdb redis.UniversalClient, group string, topics []string, cfg *SubscriberConfig) (*Subscriber, error) {
+func NewSubscriber(rdb redis.UniversalClient, cfg *SubscriberConfig) (*Subscriber, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: redisstream.NewSubscriber needs a Redis client, such as redis.NewClient(&redis.Options{Addr: \"localhost:6379\"})",
 			postbox.ErrInvalidConfig)
 	}
-	if group == "" {
-		return nil, fmt.Errorf("%w: redisstream.NewSubscriber needs a consumer group name; subscribers with one group share its messages",
-			postbox.ErrInvalidConfig)
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if len(topics) == 0 {
-		return nil, fmt.Errorf("%w: redisstream.NewSubscriber needs at least one topic", postbox.ErrInvalidConfig)
-	}
-	for i, t := range topics {
-		if t == "" {
-			return nil, fmt.Errorf("%w: redisstream: topic %d is empty", postbox.ErrInvalidConfig, i)
-		}
-		if slices.Contains(topics[:i], t) {
-			return nil, fmt.Errorf("%w: redisstream: topic %q is listed twice", postbox.ErrInvalidConfig, t)
-		}
-	}
-	var c SubscriberConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	if c.Concurrency < 0 || c.Count < 0 || c.Block < 0 || c.ClaimIdle < 0 || c.ClaimInterval < 0 {
-		return nil, fmt.Errorf("%w: redisstream: Concurrency %d, Count %d, Block %v, ClaimIdle %v and ClaimInterval %v must not be negative (0 means the default)",
-			postbox.ErrInvalidConfig, c.Concurrency, c.Count, c.Block, c.ClaimIdle, c.ClaimInterval)
-	}
-	for name, d := range map[string]time.Duration{"Block": c.Block, "ClaimIdle": c.ClaimIdle, "ClaimInterval": c.ClaimInterval} {
-		if d > 0 && d < time.Millisecond {
-			return nil, fmt.Errorf("%w: redisstream: %s %v is under a millisecond, the resolution of Redis stream timeouts",
-				postbox.ErrInvalidConfig, name, d)
-		}
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Count == 0 {
-		c.Count = DefaultCount
-	}
-	if c.Block == 0 {
-		c.Block = DefaultBlock
-	}
-	if c.ClaimIdle == 0 {
-		c.ClaimIdle = DefaultClaimIdle
-	}
-	if c.ClaimInterval == 0 {
-		c.ClaimInterval = max(c.ClaimIdle/4, time.Millisecond)
-	}
-	if c.Consumer == "" {
-		c.Consumer = consumerName()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	s := &Subscriber{rdb: rdb, group: group, topics: slices.Clone(topics), cfg: c,
-		ce: broker.CloudEvents{Prefix: Prefix}, log: c.Logger}
-	for _, t := range topics {
+	s := &Subscriber{rdb: rdb, cfg: c, ce: broker.CloudEvents{Prefix: Prefix}, log: c.Logger}
+	for _, t := range c.Topics {
 		s.streams = append(s.streams, c.StreamPrefix+t)
 	}
 	return s, nil
@@ -159,18 +157,13 @@ func consumerName() string {
 // nothing is pending for it. It returns an error when a group or stream is missing (deleted, or never made with
 // EnsureGroup) or Redis refuses the credentials or the command.
 func (s *Subscriber) Receive(ctx context.Context, handle broker.DeliveryHandler) error {
-	if handle == nil {
-		return errors.New("redisstream: Receive needs a handler; to process through the inbox, use broker.Consume")
+	done, err := s.running.Start(ctx, "redisstream", handle, "")
+	if done == nil {
+		return err // refused, or ctx already ended
 	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("redisstream: Receive is already running on this subscriber; make one subscriber per Receive")
-	}
-	defer s.running.Store(false)
-	if ctx.Err() != nil {
-		return nil
-	}
+	defer done()
 	r := newRun(s, handle)
-	err := r.run(ctx)
+	err = r.run(ctx)
 	s.forget()
 	return err
 }
@@ -182,7 +175,7 @@ func (s *Subscriber) forget() {
 	ctx, cancel := context.WithTimeout(context.Background(), broker.DefaultSettleTimeout)
 	defer cancel()
 	for _, stream := range s.streams {
-		_ = forgetScript.Run(ctx, s.rdb, []string{stream}, s.group, s.cfg.Consumer).Err() // best effort
+		_ = forgetScript.Run(ctx, s.rdb, []string{stream}, s.cfg.Group, s.cfg.Consumer).Err() // best effort
 	}
 }
 
@@ -212,7 +205,7 @@ type acker struct {
 // Ack removes the entry from the group's pending list (XACK). An entry no longer pending (acknowledged after
 // another delivery, or trimmed) is not delivered again either, so that is no error.
 func (a *acker) Ack(ctx context.Context) error {
-	return a.r.s.rdb.XAck(ctx, a.stream, a.r.s.group, a.id).Err()
+	return a.r.s.rdb.XAck(ctx, a.stream, a.r.s.cfg.Group, a.id).Err()
 }
 
 // Nack leaves the entry pending and sets its idle time so that XAUTOCLAIM claims it after delay (at once for 0),

@@ -60,7 +60,7 @@ func (h *harness) new(t *testing.T, topic string) (postbox.Publisher, broker.Sub
 
 func TestConformance(t *testing.T) {
 	h := newHarness(t)
-	brokertest.Exercise(t, brokertest.Features{NoBacklog: true, PerKeyOrder: true, Unroutable: true, Attempts: true,
+	brokertest.Exercise(t, brokertest.Features{NoBacklog: true, PerKeyOrder: true, Unroutable: true, Attempts: true, ErrClosed: webhook.ErrClosed,
 		Unreachable: func(t *testing.T) postbox.Publisher {
 			pub, err := webhook.NewPublisher(&webhook.PublisherConfig{URL: "http://127.0.0.1:1/hook", Secret: secret, Client: client(t)})
 			if err != nil {

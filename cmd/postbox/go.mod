@@ -10,11 +10,11 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/bench v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/amqp v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/amqpbroker v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/gcppubsub v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/kafka v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/mqtt v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/nats v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/kafkabroker v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/mqttbroker v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/redisstream v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/broker/webhook v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
@@ -112,11 +112,11 @@ require (
 replace (
 	github.com/postbox-go/postbox => ../..
 	github.com/postbox-go/postbox/bench => ../../bench
-	github.com/postbox-go/postbox/broker/amqp => ../../broker/amqp
+	github.com/postbox-go/postbox/broker/amqpbroker => ../../broker/amqpbroker
 	github.com/postbox-go/postbox/broker/gcppubsub => ../../broker/gcppubsub
-	github.com/postbox-go/postbox/broker/kafka => ../../broker/kafka
-	github.com/postbox-go/postbox/broker/mqtt => ../../broker/mqtt
-	github.com/postbox-go/postbox/broker/nats => ../../broker/nats
+	github.com/postbox-go/postbox/broker/kafkabroker => ../../broker/kafkabroker
+	github.com/postbox-go/postbox/broker/mqttbroker => ../../broker/mqttbroker
+	github.com/postbox-go/postbox/broker/natsbroker => ../../broker/natsbroker
 	github.com/postbox-go/postbox/broker/redisstream => ../../broker/redisstream
 	github.com/postbox-go/postbox/broker/webhook => ../../broker/webhook
 	github.com/postbox-go/postbox/driver/databasesql => ../../driver/databasesql

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -62,6 +63,19 @@ func NewProxy(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// Start is NewProxy for a test: it fails the test when the proxy cannot start, and closes the proxy when the
+// test ends. The proxy is a network failure the test controls, without touching a server other packages' tests
+// share.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := NewProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // Addr is the host:port clients connect to.

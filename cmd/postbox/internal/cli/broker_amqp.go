@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 )
 
 func init() {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -80,9 +81,6 @@ func openPubSub(ctx context.Context, raw string, rt *runtime, o brokerOptions) (
 		name: RedactURL(raw),
 		pub:  pub,
 		// No ping: every call that would prove the connection needs a permission beyond publishing.
-		close: func(context.Context) error {
-			pub.Close()
-			return c.Close()
-		},
+		close: func(context.Context) error { return errors.Join(pub.Close(), c.Close()) },
 	}, nil
 }

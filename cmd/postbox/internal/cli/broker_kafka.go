@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	kafkabroker "github.com/postbox-go/postbox/broker/kafka"
+	kafkabroker "github.com/postbox-go/postbox/broker/kafkabroker"
 )
 
 func init() { brokerSchemes["kafka"] = openKafka }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	mqttbroker "github.com/postbox-go/postbox/broker/mqtt"
+	mqttbroker "github.com/postbox-go/postbox/broker/mqttbroker"
 )
 
 func init() {

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 )
 
 func init() { brokerSchemes["nats"] = openNATS }

@@ -18,7 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
-	amqpbroker "github.com/postbox-go/postbox/broker/amqp"
+	amqpbroker "github.com/postbox-go/postbox/broker/amqpbroker"
 	"github.com/postbox-go/postbox/internal/testenv"
 )
 

@@ -19,8 +19,8 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
-	natsbroker "github.com/postbox-go/postbox/broker/nats"
-	"github.com/postbox-go/postbox/broker/nats/embedded"
+	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
+	"github.com/postbox-go/postbox/broker/natsbroker/embedded"
 	"github.com/postbox-go/postbox/driver/databasesql"
 )
 
