@@ -97,13 +97,19 @@ func appendDecoded[T any](s []*T, strict func(any) error) ([]*T, error) {
 func render(t *testing.T, values string) *rendered {
 	t.Helper()
 	out := run(t, tool(t, "POSTBOX_HELM"), "template", "relay", chart, "--namespace", "shop", "--values", valuesPath(t, values))
+	return decodeAll(t, values, out)
+}
+
+// decodeAll decodes every object of helm template's output; what names the output in errors.
+func decodeAll(t *testing.T, what, out string) *rendered {
+	t.Helper()
 	r := &rendered{}
 	for i, doc := range bytes.Split([]byte(out), []byte("\n---")) {
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
 		if err := r.decode(doc); err != nil {
-			t.Errorf("%s, object %d: %v\n%s", values, i, err, doc)
+			t.Errorf("%s, object %d: %v\n%s", what, i, err, doc)
 		}
 	}
 	return r
