@@ -63,6 +63,19 @@ func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Clien
 	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Ordered: c.Ordered, Logger: log})
 }
 
+// connect opens a pool on c.DB and the scenario's client on it; closeClient closes the pool.
+func (c roleConfig) connect(ctx context.Context, log *slog.Logger) (client *postbox.Client[pgx.Tx], closeClient func(), err error) {
+	pool, err := pgxpool.New(ctx, c.DB)
+	if err != nil {
+		return nil, nil, err
+	}
+	if client, err = c.client(pool, log); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return client, pool.Close, nil
+}
+
 // roleStats add up what in-process roles saw, so that a scenario can show that its fault was felt.
 type roleStats struct {
 	mu       sync.Mutex
@@ -144,15 +157,11 @@ func (r *redeliveries) absorbedUnacked() (absorbed, unacked int, missing []strin
 // the broker acknowledged before the relay settles the batch. It adds the relay's totals to stats (which may be
 // nil) when it returns.
 func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(ids []string), stats *roleStats) error {
-	pool, err := pgxpool.New(ctx, cfg.DB)
+	client, closeClient, err := cfg.connect(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	client, err := cfg.client(pool, log)
-	if err != nil {
-		return err
-	}
+	defer closeClient()
 	pub, closePub, err := publisher(cfg, log)
 	if err != nil {
 		return err
@@ -215,15 +224,11 @@ type consumerHooks struct {
 // into the ledger in the inbox transaction. A Receive that fails (the broker went away for long) is started
 // again. Each delivery's outcome is counted in stats, which may be nil.
 func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks consumerHooks, stats *roleStats) error {
-	pool, err := pgxpool.New(ctx, cfg.DB)
+	client, closeClient, err := cfg.connect(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	client, err := cfg.client(pool, log)
-	if err != nil {
-		return err
-	}
+	defer closeClient()
 	ledger, err := cfg.ledger()
 	if err != nil {
 		return err
