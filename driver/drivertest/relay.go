@@ -282,12 +282,7 @@ func testOperations[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	enqueue(t, c, messages(2, "invoices")...)
 	enqueue(t, c, messages(2, "poison")...)
 
-	rec := &postboxtest.Recorder{Fail: func(r postbox.Record) error {
-		if r.Topic == "poison" {
-			return postbox.Permanent(errors.New("rejected"))
-		}
-		return nil
-	}}
+	rec := poisonRecorder()
 	s := stats(t, c)
 	if s.Pending != 7 || s.Dead != 0 || len(s.Topics) != 3 || !s.OldestPending.Equal(clock.Now().Add(-time.Minute)) {
 		t.Fatalf("stats %+v; want 7 pending over 3 topics, oldest a minute old", s)
