@@ -149,11 +149,7 @@ func TestBrokerOutageRabbitMQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := tcpproxy.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := tcpproxy.Start(t, u.Host)
 	via := *u
 	via.Host = proxy.Addr()
 	rc, cc := w.relayConfig(), w.consumerConfig()
