@@ -71,7 +71,7 @@ type mod struct {
 
 // testOnly reports whether a module of ours is for tests and tools only: no published module may require it.
 func testOnly(path string) bool {
-	for _, p := range []string{"/internal/", "/bench", "/chaos", "/examples"} {
+	for _, p := range []string{"/internal/", "/bench", "/chaos", "/examples", "/deploy/deploytest"} {
 		if strings.HasPrefix(path, prefix+p) {
 			return true
 		}
@@ -157,6 +157,9 @@ func run(root, version string, tidy bool) error {
 		"GONOSUMDB="+prefix, // ours are not in the checksum database; everything else is checked against it
 		"GONOPROXY=", "GOPRIVATE=", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local",
 		"GOMODCACHE="+modcache,
+		// The go command indexes a module cache directory once per module version, in GOCACHE, trusting versions
+		// never to change; ours are repacked at the same version on every run, so the index must be off.
+		"GODEBUG=goindex=0",
 	)
 	if tidy {
 		return tidyAll(root, proxyDir, version, env)
