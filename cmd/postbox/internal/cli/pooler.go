@@ -27,9 +27,8 @@ type pgOptions struct {
 
 func addPoolerFlag(f *flagSet, o *pgOptions) {
 	f.String(&o.pooler, "db-pooler", "", poolerNone, "MODE",
-		"the pooler in front of PostgreSQL: transaction for PgBouncer (or another pooler) in transaction mode, which "+
-			"keeps no prepared statements: queries use default_query_exec_mode=exec unless the URL sets it, and the relay "+
-			"polls unless --listen-db is given; none otherwise")
+		"pooler in front of PostgreSQL: transaction (PgBouncer pool_mode = transaction: pgx's exec mode, and the relay "+
+			"polls unless --listen-db is given) or none")
 }
 
 // check refuses a pooler mode that is not known or not PostgreSQL's.
@@ -43,8 +42,9 @@ func (o pgOptions) check(dbURL string) error {
 	default:
 		return usageErrorf("--db-pooler %q: use %s (PgBouncer in pool_mode = transaction) or %s", o.pooler, poolerTransaction, poolerNone)
 	}
-	if o.listenURL != "" && dbScheme(o.listenURL) != "postgres" {
-		return usageErrorf("--listen-db %s: give a direct PostgreSQL URL, postgres://user:pass@host:5432/db", RedactURL(o.listenURL))
+	if o.listenURL != "" && (dbScheme(o.listenURL) != "postgres" || dbScheme(dbURL) != "postgres") {
+		return usageErrorf("--listen-db %s: give a direct PostgreSQL URL, postgres://user:pass@host:5432/db, for a "+
+			"PostgreSQL --db", RedactURL(o.listenURL))
 	}
 	return nil
 }
