@@ -57,6 +57,9 @@ type Options struct {
 	// URL is the PostgreSQL URL, or the SQLite file. The PostgreSQL database is created when missing. Default:
 	// DefaultPostgresURL, or a file in a temporary directory for SQLite.
 	URL string
+	// ListenURL is the PostgreSQL URL the relays LISTEN on through pgx, when URL goes through a pooler in
+	// transaction mode (PgBouncer) where LISTEN hears nothing: a direct connection. Default: URL itself.
+	ListenURL string
 	// NATSURL is the NATS server with JetStream for relay-nats. Default: DefaultNATSURL.
 	NATSURL string
 	// Events is the backlog the relay scenarios drain. Default: DefaultEvents (200,000).

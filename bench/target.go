@@ -61,6 +61,12 @@ func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
 	if err != nil {
 		return nil, err
 	}
+	var listen *pgx.ConnConfig
+	if o.ListenURL != "" {
+		if listen, err = pgx.ParseConfig(o.ListenURL); err != nil {
+			return nil, fmt.Errorf("bench: listen URL: %w", err)
+		}
+	}
 	open := func(ctx context.Context, maxConns int) (*conns[pgx.Tx], error) {
 		cfg, err := pgxpool.ParseConfig(u)
 		if err != nil {
@@ -73,8 +79,12 @@ func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
 		if err != nil {
 			return nil, err
 		}
+		drv := pgxv5.New(pool)
+		if listen != nil {
+			drv = drv.WithListenConfig(listen)
+		}
 		return &conns[pgx.Tx]{
-			drv: pgxv5.New(pool),
+			drv: drv,
 			txExec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 				_, err := tx.Exec(ctx, q, args...)
 				return err

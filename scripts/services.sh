@@ -27,8 +27,21 @@ pg_ready() {
 	return 1
 }
 
+# pgbouncer starts PgBouncer (installing Debian's package when it is missing) on 127.0.0.1:6432 in transaction mode,
+# with the repository's configuration, in front of the local PostgreSQL.
+pgbouncer_start() {
+	if ! command -v pgbouncer >/dev/null; then
+		echo "services: installing pgbouncer" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer >/dev/null || return 1
+	fi
+	local user=()
+	if [ "$(id -u)" = 0 ]; then user=(-u postgres); fi # PgBouncer refuses to run as root
+	pgbouncer -d "${user[@]}" "$(cd "$(dirname "$0")" && pwd)/pgbouncer/pgbouncer.ini"
+}
+
 status=0
 ensure PostgreSQL 5432 pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql 2>/dev/null | head -1)" main start && pg_ready || status=1
+ensure PgBouncer 6432 pgbouncer_start || status=1
 ensure MariaDB 3306 start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || status=1
 ensure Redis 6379 redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log || status=1
 ensure RabbitMQ 5672 rabbitmq-server -detached || status=1

@@ -18,9 +18,12 @@ import (
 	"github.com/postbox-go/postbox/driver/internal/sqlstore"
 )
 
-// Driver connects Postbox to PostgreSQL through a pgx pool.
+// Driver connects Postbox to PostgreSQL through a pgx pool. Behind a pooler in transaction mode (PgBouncer's
+// pool_mode = transaction), configure the pool with default_query_exec_mode=exec and either turn LISTEN off
+// (postbox.RelayConfig.DisableListen) or point it at PostgreSQL itself (WithListenConfig).
 type Driver struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	listen *pgx.ConnConfig // nil: LISTEN with the pool's settings
 }
 
 // New returns a driver using pool. It does no I/O.
@@ -73,7 +76,7 @@ func (b backend) Pool() sqlstore.Conn          { return conn{b.pool} }
 func (b backend) Conn(tx pgx.Tx) sqlstore.Conn { return conn{tx} }
 
 func (b backend) Session(ctx context.Context) (driver.Session, error) {
-	return (&Driver{b.pool}).Session(ctx)
+	return (&Driver{pool: b.pool}).Session(ctx)
 }
 
 func (b backend) BeginTx(ctx context.Context) (sqlstore.Tx, error) {
@@ -94,12 +97,12 @@ type conn struct{ q querier }
 
 func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	tag, err := c.q.Exec(ctx, query, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), explainPooler(err)
 }
 
 func (c conn) Query(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) error {
 	rows, err := c.q.Query(ctx, query, args...)
-	return scanRows(rows, err, row)
+	return explainPooler(scanRows(rows, err, row))
 }
 
 // scanRows calls row for each of rows (the result of a query that failed with err, or not) and closes them.

@@ -30,7 +30,7 @@ func (b backend) BeginQuery(ctx context.Context, query string, args []any, row f
 		err = cerr
 	}
 	if err != nil {
-		return nil, t.end(ctx, "rollback", err)
+		return nil, t.end(ctx, "rollback", explainPooler(err))
 	}
 	return t, nil
 }
@@ -62,7 +62,7 @@ func (t *pipelinedTx) ExecCommit(ctx context.Context, query string, args ...any)
 	}
 	if err != nil {
 		// After an error the server skips the rest of the batch, COMMIT included: end the transaction.
-		return t.end(ctx, "rollback", err)
+		return t.end(ctx, "rollback", explainPooler(err))
 	}
 	t.done = true
 	t.c.Release()

@@ -18,9 +18,10 @@ type Dialect interface {
 	Capabilities() driver.Capabilities
 	// QuoteIdent quotes one identifier.
 	QuoteIdent(s string) string
-	// TryLock takes the session-level lock for purpose on the table set n without waiting, and reports whether it
-	// got it. The lock is held until Unlock or the end of the session. SQLite has no such locks and always gets
-	// it.
+	// TryLock takes the lock for purpose on the table set n on the session c without waiting, and reports
+	// whether it got it. The lock is held until Unlock or the end of the session (on PostgreSQL, in a transaction
+	// that Unlock commits, so that it holds behind a transaction pooler too). SQLite has no such locks and always
+	// gets it.
 	TryLock(ctx context.Context, c Conn, n driver.Names, purpose string) (bool, error)
 	// Unlock releases a lock TryLock took in the same session.
 	Unlock(ctx context.Context, c Conn, n driver.Names, purpose string) error

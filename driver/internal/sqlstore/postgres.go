@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,11 +22,21 @@ func (postgres) Capabilities() driver.Capabilities {
 func (postgres) QuoteIdent(s string) string { return driver.QuoteIdent(s) }
 
 // The store takes transaction-level locks, which PgBouncer's transaction mode cannot strand on a server
-// connection; a session lock (TryLock) still excludes them, which tests use to stand in for another instance.
+// connection. TryLock, which tests use to stand in for another instance, holds the same lock in a transaction of
+// its own on the session c, and Unlock ends it: a transaction keeps its server connection behind a transaction
+// pooler, where a bare session lock would go back to the pool with the connection and be shared by its next client.
 func (postgres) TryLock(ctx context.Context, c Conn, n driver.Names, purpose string) (bool, error) {
 	var got bool
-	err := c.Query(ctx, "SELECT pg_try_advisory_lock($1)", []any{lockKey(n, purpose)},
-		func(scan func(...any) error) error { return scan(&got) })
+	_, err := c.Exec(ctx, "BEGIN")
+	if err == nil {
+		err = c.Query(ctx, "SELECT pg_try_advisory_xact_lock($1)", []any{lockKey(n, purpose)},
+			func(scan func(...any) error) error { return scan(&got) })
+	}
+	if err != nil || !got {
+		if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("postbox: take %s lock: %w", purpose, err)
 	}
@@ -33,7 +44,7 @@ func (postgres) TryLock(ctx context.Context, c Conn, n driver.Names, purpose str
 }
 
 func (postgres) Unlock(ctx context.Context, c Conn, n driver.Names, purpose string) error {
-	if _, err := c.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey(n, purpose)); err != nil {
+	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("postbox: release %s lock: %w", purpose, err)
 	}
 	return nil

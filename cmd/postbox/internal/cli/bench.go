@@ -46,6 +46,7 @@ docs/PERFORMANCE.md has figures and how to read them.`,
 		var bo benchOptions
 		o := &bo.opts
 		f.String(&bo.db, "db", "", bench.DefaultPostgresURL, "URL", "database to measure: postgres://user:pass@host:5432/db or sqlite:FILE").secret = true
+		f.String(&o.ListenURL, "listen-db", "", "", "URL", "direct PostgreSQL URL the relays LISTEN on, when --db goes through a pooler (pgx only)").secret = true
 		f.String(&bo.driver, "driver", "", "", "NAME", "client library for PostgreSQL: "+bench.DBPgxV5+" (default) or "+bench.DBDatabaseSQL)
 		f.String(&o.NATSURL, "broker", "b", bench.DefaultNATSURL, "URL", "NATS server with JetStream, for relay-nats").secret = true
 		f.Int(&o.Events, "backlog", bench.DefaultEvents, "events the relay scenarios drain")
@@ -104,12 +105,18 @@ func (bo *benchOptions) resolve() error {
 		case "", bench.DBPgxV5:
 			o.DB = bench.DBPgxV5
 		case bench.DBDatabaseSQL:
+			if o.ListenURL != "" {
+				return usageErrorf("--listen-db applies to PostgreSQL through pgx only; leave out --driver %s", bo.driver)
+			}
 			o.DB = bench.DBDatabaseSQL
 		default:
 			return usageErrorf("--driver %q: use %s or %s", bo.driver, bench.DBPgxV5, bench.DBDatabaseSQL)
 		}
 		o.URL = bo.db
 	case "sqlite":
+		if o.ListenURL != "" {
+			return usageErrorf("--listen-db applies to PostgreSQL through pgx only")
+		}
 		if bo.driver != "" && bo.driver != bench.DBDatabaseSQL {
 			return usageErrorf("--driver %q: SQLite is measured through %s only; leave --driver out", bo.driver, bench.DBDatabaseSQL)
 		}

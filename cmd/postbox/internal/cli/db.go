@@ -13,7 +13,6 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver/databasesql"
-	"github.com/postbox-go/postbox/driver/pgxv5"
 	"github.com/postbox-go/postbox/partition"
 )
 
@@ -77,6 +76,7 @@ type dbOptions struct {
 	url, schema, table, inboxTable string
 	partitioned                    bool // only migrate has the flag: it shapes tables yet to be created
 	ordered                        bool // migrate adds the key index; relay claims in per-key order
+	pg                             pgOptions
 }
 
 func addDBFlags(f *flagSet, o *dbOptions) {
@@ -84,6 +84,7 @@ func addDBFlags(f *flagSet, o *dbOptions) {
 	f.String(&o.schema, "schema", "", "", "NAME", "PostgreSQL schema or MySQL database holding the tables (default: the search path, or the URL's database)")
 	f.String(&o.table, "table", "", postbox.DefaultTable, "NAME", "outbox table")
 	f.String(&o.inboxTable, "inbox-table", "", postbox.DefaultInboxTable, "NAME", "inbox table")
+	addPoolerFlag(f, &o.pg)
 }
 
 func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
@@ -96,26 +97,35 @@ func (o dbOptions) open(ctx context.Context, rt *runtime, reg *postbox.Registry)
 	if o.url == "" {
 		return nil, usageErrorf("--db is required: a database URL such as %s (or set POSTBOX_DB)", dbURLForms)
 	}
-	return openDatabase(ctx, o.url, o.config(rt, reg))
+	if err := o.pg.check(o.url); err != nil {
+		return nil, err
+	}
+	return openDatabase(ctx, o.url, o.config(rt, reg), o.pg)
 }
 
 // dbURLForms are the database URLs the CLI takes, for help and errors.
 const dbURLForms = "postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:path/to/file.db"
 
 // openDatabase makes a client for a database URL: postgres:// or postgresql:// through pgx, mysql:// (or
-// mariadb://) through go-sql-driver/mysql, sqlite: through modernc.org/sqlite.
-func openDatabase(ctx context.Context, raw string, cfg *postbox.Config) (database, error) {
+// mariadb://) through go-sql-driver/mysql, sqlite: through modernc.org/sqlite. pg applies to PostgreSQL only.
+func openDatabase(ctx context.Context, raw string, cfg *postbox.Config, pg pgOptions) (database, error) {
 	switch dbScheme(raw) {
 	case "postgres":
 		pc, err := pgxpool.ParseConfig(raw)
 		if err != nil {
 			return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
 		}
+		pg.configure(raw, pc)
 		pool, err := pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", RedactURL(raw), err)
 		}
-		c, err := postbox.NewClient(pgxv5.New(pool), cfg)
+		drv, err := pg.driver(pool)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		c, err := postbox.NewClient(drv, cfg)
 		if err != nil {
 			pool.Close()
 			return nil, usageErrorf("%v", err)

@@ -113,7 +113,7 @@ func testPartitions(t *testing.T, tg target) {
 	start := time.Now().UTC()
 	clock := postboxtest.NewClock(start.Add(-5 * 24 * time.Hour))
 	db, err := openDatabase(ctx, tg.db, &postbox.Config{Table: tg.table, InboxTable: tg.table + "_inbox", Clock: clock,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler)}, pgOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,8 @@ The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
 invalid payload) is parked as dead at once instead of being published.
 
+` + poolerHelp + `
+
 ` + tracingHelp,
 	examples: []string{
 		"postbox relay --db postgres://postbox@localhost/app --broker nats://localhost:4222",
@@ -85,6 +87,7 @@ invalid payload) is parked as dead at once instead of being published.
 		"PUBSUB_EMULATOR_HOST=localhost:8085 postbox relay --db sqlite:app.db --broker pubsub://my-project",
 		"POSTBOX_WEBHOOK_SECRET=whsec_... postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}'",
 		"postbox relay --db postgres://localhost/app --broker kafka://kafka-1:9092 --ordered",
+		"postbox relay --db postgres://app@pgbouncer:6432/app --db-pooler transaction --listen-db postgres://app@db-primary:5432/app --broker nats://localhost:4222",
 		"postbox relay --config /etc/postbox.yaml",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
@@ -115,6 +118,8 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
 		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")
 		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
+		f.URL(&o.pg.listenURL, "listen-db", "", "direct PostgreSQL URL the relay LISTENs on for wake-ups, when --db goes through a pooler")
+		f.Bool(&ro.cfg.DisableListen, "no-listen", "", "do not LISTEN for wake-ups: poll every --poll-interval")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
@@ -184,6 +189,9 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	defer metrics.shutdown(context.WithoutCancel(ctx))
 	cfg := ro.cfg
 	cfg.Logger, cfg.Observer = rt.log, metrics.observer
+	if err := configureListen(ctx, rt, o, &cfg); err != nil {
+		return err
+	}
 	relay, err := db.NewRelay(rtr, &cfg)
 	if err != nil {
 		return usageErrorf("%v", err)
