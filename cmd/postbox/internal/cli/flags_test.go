@@ -108,7 +108,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}{
 		{nil, []string{}, "Usage:"},
 		{nil, []string{"launch"}, `unknown command "launch"`},
-		{nil, []string{"status", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{nil, []string{"status", "--no-such-flag"}, "unknown flag --no-such-flag"},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:", "--batch-size", "-1"}, `--batch-size "-1" is negative; use 0 or more`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:", "-batch-size", "lots"}, `--batch-size "lots" is not a whole number`},
+		{env("POSTBOX_BATCH_SIZE", "-5"), []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:"}, `POSTBOX_BATCH_SIZE="-5" is negative`},
+		{nil, []string{"send", "--db", "sqlite:x.db", "--type", "x", "-t"}, "-t needs a value"},
 		{nil, []string{"status"}, "--db is required"},
 		{nil, []string{"migrate", "--db", "sqlite:x.db"}, "say what to do: migrate up, migrate status or migrate sql"},
 		{nil, []string{"migrate", "down", "--db", "sqlite:x.db"}, `unknown migrate action "down"`},

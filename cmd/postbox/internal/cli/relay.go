@@ -113,6 +113,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
 		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")
 		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
+		f.Duration(&ro.startTimeout, "start-timeout", DefaultStartTimeout, "how long to wait at start for every broker to answer before exiting 1")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
@@ -133,6 +134,7 @@ type relayOptions struct {
 	routes               []string
 	cfg                  postbox.RelayConfig
 	retention            time.Duration // of published messages, with KeepPublished
+	startTimeout         time.Duration // for the brokers to answer at start
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -155,6 +157,16 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		return err
 	}
 	defer closeBrokers(context.WithoutCancel(ctx), rt, rtr.conns())
+	if ro.startTimeout <= 0 {
+		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
+	}
+	// The URLs are all valid by now: check what they name, the tables first.
+	if err := o.checkMigrated(ctx, db); err != nil {
+		return err
+	}
+	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
+		return err
+	}
 	tp, err := newTracing(ctx, rt)
 	if err != nil {
 		return err
@@ -181,7 +193,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	defer metrics.shutdown(context.WithoutCancel(ctx))
 	cfg := ro.cfg
-	cfg.Logger, cfg.Observer = rt.log, metrics.observer
+	cfg.Logger, cfg.Observer = rt.log, batchLog{next: metrics.observer, log: rt.log}
 	relay, err := db.NewRelay(rtr, &cfg)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -233,6 +245,11 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	defer stop()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(runCtx) }()
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		logProgress(runCtx, rt.log, progressEvery, relay.Stats, db.Stats)
+	}()
 	cleanerDone := make(chan struct{})
 	go func() {
 		defer close(cleanerDone)
@@ -251,6 +268,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	stop()
 	<-cleanerDone
+	<-progressDone
 	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
