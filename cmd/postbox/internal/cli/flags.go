@@ -271,6 +271,9 @@ var flagErrors = []struct {
 // flagError rewrites an error of the flag package in the user's words: the flag as --name (or -x for a short
 // one), the value as typed.
 func (f *flagSet) flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
 	msg := err.Error()
 	for _, fe := range flagErrors {
 		m := fe.re.FindStringSubmatch(msg)

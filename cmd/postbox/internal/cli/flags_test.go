@@ -155,7 +155,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--retention", "0s"}, "--retention 0s: use a positive duration"},
 		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--batch", "0", "--once"}, "--batch 0: use a positive number"},
 		{env("POSTBOX_INTERVAL", "0s"), []string{"cleanup", "--db", "sqlite:x.db"}, "--interval 0s: use a positive duration"},
-		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--dead-retention", "-1h"}, "must not be negative"},
+		{nil, []string{"cleanup", "--db", "sqlite:x.db", "--dead-retention", "-1h"}, `--dead-retention "-1h" is negative`},
 		{nil, []string{"partitions", "--db", "sqlite:x.db", "--once"}, "SQLite has no table partitioning; keep its outbox small with postbox cleanup"},
 		{nil, []string{"partitions", "--db", "sqlite:x.db", "--period", "weekly"}, `--period "weekly": use hourly, daily or monthly`},
 		{nil, []string{"partitions", "--db", "sqlite:x.db", "--lookahead", "0"}, "--lookahead 0: use 1 or more"},

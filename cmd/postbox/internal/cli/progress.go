@@ -9,8 +9,8 @@ import (
 	"github.com/postbox-go/postbox"
 )
 
-// progressEvery is the shortest time between two progress lines of a running relay.
-const progressEvery = 5 * time.Second
+// DefaultProgressInterval is the shortest time between two progress lines of a running relay (--progress-interval).
+const DefaultProgressInterval = 5 * time.Second
 
 // batchLog is a relay observer that logs one line per batch at debug level, then passes the batch on.
 type batchLog struct {

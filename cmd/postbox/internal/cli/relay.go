@@ -114,6 +114,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")
 		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
 		f.Duration(&ro.startTimeout, "start-timeout", DefaultStartTimeout, "how long to wait at start for every broker to answer before exiting 1")
+		f.Duration(&ro.progressEvery, "progress-interval", DefaultProgressInterval, "while messages flow, log a progress line at most this often (0: never)")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
@@ -135,6 +136,7 @@ type relayOptions struct {
 	cfg                  postbox.RelayConfig
 	retention            time.Duration // of published messages, with KeepPublished
 	startTimeout         time.Duration // for the brokers to answer at start
+	progressEvery        time.Duration // between progress lines; 0 for none
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -157,16 +159,6 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		return err
 	}
 	defer closeBrokers(context.WithoutCancel(ctx), rt, rtr.conns())
-	if ro.startTimeout <= 0 {
-		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
-	}
-	// The URLs are all valid by now: check what they name, the tables first.
-	if err := o.checkMigrated(ctx, db); err != nil {
-		return err
-	}
-	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
-		return err
-	}
 	tp, err := newTracing(ctx, rt)
 	if err != nil {
 		return err
@@ -207,6 +199,26 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		}
 	}
 
+	routeURLs := make([]string, 0, len(ro.routes))
+	for _, v := range ro.routes {
+		if _, u, err := parseRoute(v); err == nil {
+			routeURLs = append(routeURLs, u)
+		}
+	}
+	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
+
+	// Every option is valid by now: check what they name, the tables first, and fail at start rather than
+	// start a relay that cannot work.
+	if ro.startTimeout <= 0 {
+		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
+	}
+	if err := o.checkMigrated(ctx, db); err != nil {
+		return err
+	}
+	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
+		return err
+	}
+
 	var srv *http.Server
 	serveErr := make(chan error, 1)
 	if ro.http != "" {
@@ -233,14 +245,6 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
 		"workers", workers, "batch_size", cfg.BatchSize, "ordered", o.ordered)
 
-	routeURLs := make([]string, 0, len(ro.routes))
-	for _, v := range ro.routes {
-		if _, u, err := parseRoute(v); err == nil {
-			routeURLs = append(routeURLs, u)
-		}
-	}
-	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
-
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	relayDone := make(chan error, 1)
@@ -248,7 +252,9 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		logProgress(runCtx, rt.log, progressEvery, relay.Stats, db.Stats)
+		if ro.progressEvery > 0 {
+			logProgress(runCtx, rt.log, ro.progressEvery, relay.Stats, db.Stats)
+		}
 	}()
 	cleanerDone := make(chan struct{})
 	go func() {

@@ -43,21 +43,26 @@ func checkBrokers(ctx context.Context, conns []*brokerConn, timeout time.Duratio
 	return fmt.Errorf("%s\n(checked for %v at start; set --start-timeout to wait longer)", strings.Join(lines, "\n"), timeout)
 }
 
-// pingUntil pings until ping succeeds or ctx is done, and returns the last ping's error.
+// pingUntil pings until ping succeeds or ctx is done, and returns the last reason a ping gave: a ping cut short
+// by the deadline does not hide the reason the one before gave.
 func pingUntil(ctx context.Context, ping func(context.Context) error) error {
 	t := time.NewTicker(startRetryEvery)
 	defer t.Stop()
+	var last error
 	for {
 		err := ping(ctx)
 		if err == nil {
 			return nil
 		}
+		if last == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return fmt.Errorf("no answer: %w", err)
+			if errors.Is(last, ctx.Err()) {
+				return fmt.Errorf("no answer: %w", last)
 			}
-			return err
+			return last
 		case <-t.C:
 		}
 	}
