@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,11 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/postbox-go/postbox/broker/webhook"
+	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 )
 
 // TestCommands runs migrate, send, status, relay and dead against PostgreSQL, MariaDB and SQLite.
@@ -286,8 +285,8 @@ func TestReadyzReportsUnreachableDatabase(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 	// The relay reaches the database through a proxy, cut once the relay has started.
-	proxy := newTCPProxy(t, u.Host)
-	u.Host, u.User = proxy.addr(), url.UserPassword(u.User.Username(), password) // trust authentication ignores it
+	proxy := tcpproxy.Start(t, u.Host)
+	u.Host, u.User = proxy.Addr(), url.UserPassword(u.User.Username(), password) // trust authentication ignores it
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
@@ -295,7 +294,8 @@ func TestReadyzReportsUnreachableDatabase(t *testing.T) {
 	_, stderr, stop := background(t, nil, tg.args("relay", "--broker", "stdout:", "--http", "127.0.0.1:0", "--poll-interval", "50ms")...)
 	addr := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
 	eventually(t, "the HTTP listener", func() bool { return addr.MatchString(stderr.String()) })
-	proxy.cut()
+	proxy.Refuse(true)
+	proxy.Cut()
 	resp, err := http.Get("http://" + addr.FindStringSubmatch(stderr.String())[1] + "/readyz")
 	if err != nil {
 		t.Fatal(err)
@@ -426,57 +426,4 @@ func TestRelayToWebhook(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tcpProxy forwards connections to a server until cut, which closes them all and refuses new ones.
-type tcpProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-// cut closes the listener and every connection, and waits for the copying goroutines.
-func (p *tcpProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

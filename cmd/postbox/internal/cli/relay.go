@@ -66,6 +66,14 @@ Prometheus format. None of them asks for credentials: bind a loopback or private
 
 ` + metricsHelp + `
 
+Before it starts, the relay checks that the tables are migrated (exit 1 with the migrate command to run
+otherwise) and pings every broker until it answers or --start-timeout passes: a broker that never answers is
+named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. Running, it logs the
+brokers' disconnects and reconnects (NATS, RabbitMQ, MQTT), and while messages flow one 'relay progress' line at
+most every --progress-interval: messages published, failed and parked dead since the last line, then the ready
+messages still pending, the scheduled ones, and the lag (how long the oldest ready message has waited). With
+--log-level debug it also logs one line per batch.
+
 With --ordered the relay publishes the messages of each key one at a time, in enqueue order: a failing message
 holds back its own key and no other, and with --dead-holds-key a dead one holds it until it is retried or purged.
 The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker unless --workers says otherwise.
