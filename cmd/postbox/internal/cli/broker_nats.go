@@ -39,6 +39,10 @@ var natsParams = []string{"stream", "subjects", "key_in_subject", "name", "tls",
 func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
 	servers, query, _ := strings.Cut(raw, "?")
 	for _, s := range strings.Split(servers, ",") {
+		if scheme, rest, ok := strings.Cut(s, ":"); ok && slices.Contains([]string{"nats", "tls", "ws", "wss"}, strings.ToLower(scheme)) &&
+			!strings.HasPrefix(rest, "//") {
+			return nil, usageErrorf("broker %s: server %q lacks the // after %s:; write %s://host:4222", RedactURL(raw), RedactURL(s), scheme, scheme)
+		}
 		full := s
 		if !strings.Contains(s, "://") {
 			full = "nats://" + s // later servers may leave out the scheme

@@ -169,6 +169,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"status", "--db", "sqlite:"}, "write sqlite:path/to/file.db"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://%zz"}, "is not host:port or a nats:// URL"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222,:4223"}, `server ":4223"`},
+		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats:127.0.0.1:4222"}, "lacks the // after nats:; write nats://host:4222"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?key_in_subject=maybe"}, "is not true or false"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?stream=X"}, "set stream and subjects together"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:x"}, "takes no address"},
