@@ -16,7 +16,8 @@ import (
 // on a database never migrated with the migrate command to run, instead of a raw SQL error or a relay logging
 // the same error for ever.
 func TestCommandsNeedMigratedTables(t *testing.T) {
-	for _, tg := range []target{sqliteTarget(t), {name: "postgres", db: postgresURL(t), table: freshTable()}} {
+	for _, tg := range []target{sqliteTarget(t), {name: "postgres", db: postgresURL(t), table: freshTable()},
+		{name: "mysql", db: mysqlURL(t), table: freshTable()}} {
 		t.Run(tg.name, func(t *testing.T) {
 			hint := "run `postbox migrate up --db " + shellQuote(tg.db) + " --table " + tg.table + " --inbox-table " + tg.table + "_inbox`"
 			for _, args := range [][]string{
