@@ -5,11 +5,11 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
+	github.com/postbox-go/postbox/driver/databasesql v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/internal/testenv v0.1.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.61.1
 )
@@ -35,12 +35,4 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox => ../
-	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
-	github.com/postbox-go/postbox/driver/databasesql => ../driver/databasesql
-	github.com/postbox-go/postbox/driver/pgxv5 => ../driver/pgxv5
-	github.com/postbox-go/postbox/internal/testenv => ../internal/testenv
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,42 +26,32 @@ func TestConsumerKilled(t *testing.T) {
 
 	var kills, spawned atomic.Int64
 	var atCount [2]atomic.Int64
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && (w.producersRunning() || kills.Load() < int64(minKills)) {
-				n := spawned.Add(1)
-				cfg := w.consumerConfig()
-				cfg.KillAfter = 5 + rand.IntN(60)
-				cfg.KillAt = []string{killBeforeCommit, killAfterCommit}[n%2]
-				c, err := w.spawn(cfg, nil)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				switch w.awaitKill(ctx, c) {
-				case settled:
-					c.stop() // nothing is left for consumers: not a kill
-					return
-				case idle:
-					c.stop() // no more messages came its way: not a kill
-					continue
-				}
-				if !c.killed {
-					t.Errorf("a consumer process exited on its own before its kill point")
-					return
-				}
-				kills.Add(1)
-				atCount[n%2].Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	w.killers(ctx, &kills, minKills, func() bool {
+		n := spawned.Add(1)
+		cfg := w.consumerConfig()
+		cfg.KillAfter = 5 + rand.IntN(60)
+		cfg.KillAt = []string{killBeforeCommit, killAfterCommit}[n%2]
+		c, err := w.spawn(cfg, nil)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		switch w.awaitKill(ctx, c) {
+		case settled:
+			c.stop() // nothing is left for consumers: not a kill
+			return false
+		case idle:
+			c.stop() // no more messages came its way: not a kill
+			return true
+		}
+		if !c.killed {
+			t.Errorf("a consumer process exited on its own before its kill point")
+			return false
+		}
+		kills.Add(1)
+		atCount[n%2].Add(1)
+		return true
+	})
 	w.goConsumer(w.consumerConfig()) // the survivor
 	w.settle(ctx)
 	w.verdict(ctx, expect{events: events, dupBound: 0, bound: "relays are not harmed",

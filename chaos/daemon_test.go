@@ -67,34 +67,24 @@ func TestDaemonKilled(t *testing.T) {
 	}
 
 	var kills atomic.Int64
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && (w.producersRunning() || kills.Load() < int64(minKills)) {
-				cmd, done, err := daemon()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				wait(ctx, randDuration(200*time.Millisecond, 1200*time.Millisecond))
-				select {
-				case <-done:
-					t.Errorf("a postbox relay exited on its own before it was killed (see the log)")
-					return
-				default:
-				}
-				_ = cmd.Process.Kill()
-				<-done
-				kills.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	w.killers(ctx, &kills, minKills, func() bool {
+		cmd, done, err := daemon()
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		wait(ctx, randDuration(200*time.Millisecond, 1200*time.Millisecond))
+		select {
+		case <-done:
+			t.Errorf("a postbox relay exited on its own before it was killed (see the log)")
+			return false
+		default:
+		}
+		_ = cmd.Process.Kill()
+		<-done
+		kills.Add(1)
+		return true
+	})
 	survivor, done, err := daemon()
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,11 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/amqpbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
+	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/internal/testenv v0.1.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	go.uber.org/goleak v1.3.0
 )
@@ -27,12 +27,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox => ..
-	github.com/postbox-go/postbox/broker/amqpbroker => ../broker/amqpbroker
-	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
-	github.com/postbox-go/postbox/driver/pgxv5 => ../driver/pgxv5
-	github.com/postbox-go/postbox/internal/testenv => ../internal/testenv
 )

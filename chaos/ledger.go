@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"sync"
 
@@ -84,9 +85,7 @@ func (l *Ledger) PublishCounts() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[string]int, len(l.published))
-	for id, n := range l.published {
-		out[id] = n
-	}
+	maps.Copy(out, l.published)
 	return out
 }
 

@@ -16,11 +16,7 @@ func TestNetworkFault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	w := newWorld(t, "netfault", worldOptions{})
-	proxy, err := tcpproxy.NewProxy(w.nats.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := tcpproxy.Start(t, w.nats.Addr())
 	rc := w.relayConfig()
 	rc.URL = "nats://" + proxy.Addr()
 	rc.Workers = 2

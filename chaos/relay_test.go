@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,52 +29,42 @@ func TestRelayKilled(t *testing.T) {
 	w.produce(ctx, events, over)
 
 	var kills, spawned atomic.Int64
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && (w.producersRunning() || kills.Load() < int64(minKills)) {
-				acked := make(chan struct{}, 1)
-				c, err := w.spawn(w.relayConfig(), func(string) {
-					select {
-					case acked <- struct{}{}:
-					default:
-					}
-				})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				life := time.NewTimer(randDuration(100*time.Millisecond, time.Second))
-				if spawned.Add(1)%2 == 0 {
-					select { // at a random moment
-					case <-life.C:
-					case <-ctx.Done():
-					}
-				} else {
-					select { // right after an ack, or at a random moment if none comes
-					case <-acked:
-					case <-life.C:
-					case <-ctx.Done():
-					}
-				}
-				life.Stop()
-				if c.exited() {
-					t.Errorf("a relay process exited on its own before it was killed")
-					return
-				}
-				c.kill()
-				if c.killed {
-					kills.Add(1)
-				}
+	w.killers(ctx, &kills, minKills, func() bool {
+		acked := make(chan struct{}, 1)
+		c, err := w.spawn(w.relayConfig(), func(string) {
+			select {
+			case acked <- struct{}{}:
+			default:
 			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+		})
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		life := time.NewTimer(randDuration(100*time.Millisecond, time.Second))
+		if spawned.Add(1)%2 == 0 {
+			select { // at a random moment
+			case <-life.C:
+			case <-ctx.Done():
+			}
+		} else {
+			select { // right after an ack, or at a random moment if none comes
+			case <-acked:
+			case <-life.C:
+			case <-ctx.Done():
+			}
+		}
+		life.Stop()
+		if c.exited() {
+			t.Errorf("a relay process exited on its own before it was killed")
+			return false
+		}
+		c.kill()
+		if c.killed {
+			kills.Add(1)
+		}
+		return true
+	})
 	w.mustSpawn(w.relayConfig()) // the survivor
 	w.settle(ctx)
 	k := kills.Load()

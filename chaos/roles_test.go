@@ -40,7 +40,7 @@ type roleConfig struct {
 	Workers      int
 	MaxAttempts  int
 	PollInterval time.Duration
-	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away
+	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away; 0: the default
 	DeadHoldsKey bool          // in ordered mode, a dead message holds back its key
 
 	// Consumer
@@ -63,6 +63,19 @@ func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Clien
 	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Ordered: c.Ordered, Logger: log})
 }
 
+// connect opens a pool on c.DB and the scenario's client on it; closeClient closes the pool.
+func (c roleConfig) connect(ctx context.Context, log *slog.Logger) (client *postbox.Client[pgx.Tx], closeClient func(), err error) {
+	pool, err := pgxpool.New(ctx, c.DB)
+	if err != nil {
+		return nil, nil, err
+	}
+	if client, err = c.client(pool, log); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return client, pool.Close, nil
+}
+
 // roleStats add up what in-process roles saw, so that a scenario can show that its fault was felt.
 type roleStats struct {
 	mu       sync.Mutex
@@ -81,6 +94,7 @@ func (s *roleStats) addRelay(r postbox.RelayStats) {
 	s.relay.Dead += r.Dead
 	s.relay.Batches += r.Batches
 	s.relay.Errors += r.Errors
+	s.relay.Unavailable += r.Unavailable
 }
 
 func (s *roleStats) addOutcome(o postbox.Outcome) {
@@ -143,26 +157,24 @@ func (r *redeliveries) absorbedUnacked() (absorbed, unacked int, missing []strin
 // the broker acknowledged before the relay settles the batch. It adds the relay's totals to stats (which may be
 // nil) when it returns.
 func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(ids []string), stats *roleStats) error {
-	pool, err := pgxpool.New(ctx, cfg.DB)
+	client, closeClient, err := cfg.connect(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	client, err := cfg.client(pool, log)
-	if err != nil {
-		return err
-	}
+	defer closeClient()
 	pub, closePub, err := publisher(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closePub()
-	backoff := cfg.Backoff
-	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, &postbox.RelayConfig{
+	rc := &postbox.RelayConfig{
 		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
-		PublishTimeout: 3 * time.Second, Backoff: func(int) time.Duration { return backoff },
-		DeadHoldsKey: cfg.DeadHoldsKey,
-	})
+		PublishTimeout: 3 * time.Second, DeadHoldsKey: cfg.DeadHoldsKey,
+	}
+	if backoff := cfg.Backoff; backoff > 0 {
+		rc.Backoff = func(int) time.Duration { return backoff }
+	}
+	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, rc)
 	if err != nil {
 		return err
 	}
@@ -212,15 +224,11 @@ type consumerHooks struct {
 // into the ledger in the inbox transaction. A Receive that fails (the broker went away for long) is started
 // again. Each delivery's outcome is counted in stats, which may be nil.
 func runConsumer(ctx context.Context, cfg roleConfig, log *slog.Logger, hooks consumerHooks, stats *roleStats) error {
-	pool, err := pgxpool.New(ctx, cfg.DB)
+	client, closeClient, err := cfg.connect(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	client, err := cfg.client(pool, log)
-	if err != nil {
-		return err
-	}
+	defer closeClient()
 	ledger, err := cfg.ledger()
 	if err != nil {
 		return err

@@ -251,6 +251,28 @@ func (w *world) produce(ctx context.Context, total int, over time.Duration) {
 // producing reports whether producers are still at work.
 func (w *world) producersRunning() bool { return w.producersOn.Load() }
 
+// killers runs two goroutines that each call kill again and again until ctx ends, or until the producers are done
+// and kills has reached minKills; kill returns false to stop its goroutine, having reported why with t.Error.
+// killers returns once both have stopped, and ends the test if either failed it.
+func (w *world) killers(ctx context.Context, kills *atomic.Int64, minKills int, kill func() bool) {
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && (w.producersRunning() || kills.Load() < int64(minKills)) {
+				if !kill() {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if w.t.Failed() {
+		w.t.FailNow()
+	}
+}
+
 // eventKeys is how many keys a scenario's events are spread over: k00 to k49.
 const eventKeys = 50
 

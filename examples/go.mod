@@ -3,15 +3,14 @@ module github.com/postbox-go/postbox/examples
 go 1.26.0
 
 require (
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/driver/databasesql v0.1.0
 	modernc.org/sqlite v1.61.1
 )
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -19,9 +18,4 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox => ../
-	github.com/postbox-go/postbox/driver/databasesql => ../driver/databasesql
 )

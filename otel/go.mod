@@ -3,48 +3,16 @@ module github.com/postbox-go/postbox/otel
 go 1.26.0
 
 require (
-	github.com/nats-io/nats.go v1.55.0
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
-	go.opentelemetry.io/otel/sdk v1.47.0
-	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
-	go.uber.org/goleak v1.3.0
-	modernc.org/sqlite v1.61.1
 )
 
 require (
-	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/go-tpm v0.9.8 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/minio/highwayhash v1.0.4 // indirect
-	github.com/nats-io/jwt/v2 v2.8.2 // indirect
-	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
-	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/ncruces/go-strftime v1.1.0 // indirect
-	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
-	modernc.org/libc v1.79.0 // indirect
-	modernc.org/mathutil v1.7.1 // indirect
-	modernc.org/memory v1.12.1 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox => ../
-	github.com/postbox-go/postbox/broker/natsbroker => ../broker/natsbroker
-	github.com/postbox-go/postbox/driver/databasesql => ../driver/databasesql
 )

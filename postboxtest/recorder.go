@@ -5,6 +5,7 @@ package postboxtest
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -68,9 +69,7 @@ func (r *Recorder) Counts() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int, len(r.counts))
-	for k, v := range r.counts {
-		out[k] = v
-	}
+	maps.Copy(out, r.counts)
 	return out
 }
 

@@ -49,6 +49,22 @@ go list -m -f '{{.Dir}} {{.Path}}' | while read -r dir mod; do
 done
 echo "-- every module: $((SECONDS - started))s"
 
+# ---- deploy: the image's static build, the Helm chart, the alert rules and the dashboard's metrics -----------
+# (scripts/deploy-check.sh, a module of its own outside go.work; its first run builds the pinned helm and promtool)
+t0=$SECONDS
+STATICCHECK="$staticcheck" scripts/deploy-check.sh
+echo "-- deploy checks: $((SECONDS - t0))s"
+# ---- end deploy ----------------------------------------------------------------------------------------------
+
+# The consumer check: every module packed at the version the modules require each other at, served by a module
+# proxy of its own, and used from fresh modules outside the workspace the way the README tells users to (go get,
+# go mod tidy, go vet, go build); it checks what lands in their go.sum and each published module's requirement
+# graph, and builds two adapters on their own.
+echo "== consumer check"
+t0=$SECONDS
+go run ./internal/consumercheck
+echo "-- consumer check: $((SECONDS - t0))s"
+
 # A short run of every fuzzer (make fuzz runs them longer); an input that fails is kept under testdata/fuzz.
 FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh
 

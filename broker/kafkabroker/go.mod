@@ -2,33 +2,13 @@ module github.com/postbox-go/postbox/broker/kafkabroker
 
 go 1.26.0
 
-replace github.com/postbox-go/postbox => ../..
-
 require (
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
 	github.com/twmb/franz-go v1.22.2
-	github.com/twmb/franz-go/pkg/kadm v1.19.0
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0
-	go.uber.org/goleak v1.3.0
 )
 
 require (
-	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox/driver/pgxv5 => ../../driver/pgxv5
-	github.com/postbox-go/postbox/internal/testenv => ../../internal/testenv
 )

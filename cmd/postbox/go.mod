@@ -8,20 +8,20 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/bench v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/amqpbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/gcppubsub v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/kafkabroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/mqttbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/natsbroker v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/redisstream v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/broker/webhook v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/jsonschema v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/otel v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/bench v0.1.0
+	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
+	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
+	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
+	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
+	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
+	github.com/postbox-go/postbox/broker/redisstream v0.1.0
+	github.com/postbox-go/postbox/broker/webhook v0.1.0
+	github.com/postbox-go/postbox/driver/databasesql v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/internal/testenv v0.1.0
+	github.com/postbox-go/postbox/jsonschema v0.1.0
+	github.com/postbox-go/postbox/otel v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -78,6 +78,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/postbox-go/postbox/broker/natsbroker/embedded v0.1.0
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
@@ -107,21 +108,4 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-)
-
-replace (
-	github.com/postbox-go/postbox => ../..
-	github.com/postbox-go/postbox/bench => ../../bench
-	github.com/postbox-go/postbox/broker/amqpbroker => ../../broker/amqpbroker
-	github.com/postbox-go/postbox/broker/gcppubsub => ../../broker/gcppubsub
-	github.com/postbox-go/postbox/broker/kafkabroker => ../../broker/kafkabroker
-	github.com/postbox-go/postbox/broker/mqttbroker => ../../broker/mqttbroker
-	github.com/postbox-go/postbox/broker/natsbroker => ../../broker/natsbroker
-	github.com/postbox-go/postbox/broker/redisstream => ../../broker/redisstream
-	github.com/postbox-go/postbox/broker/webhook => ../../broker/webhook
-	github.com/postbox-go/postbox/driver/databasesql => ../../driver/databasesql
-	github.com/postbox-go/postbox/driver/pgxv5 => ../../driver/pgxv5
-	github.com/postbox-go/postbox/internal/testenv => ../../internal/testenv
-	github.com/postbox-go/postbox/jsonschema => ../../jsonschema
-	github.com/postbox-go/postbox/otel => ../../otel
 )

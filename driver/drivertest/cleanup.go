@@ -22,12 +22,7 @@ func testCleanup[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		c := Client(t, drv, Tables(clock))
 		enqueue(t, c, messages(25, "orders")...)
 		enqueue(t, c, messages(3, "poison")...)
-		rec := &postboxtest.Recorder{Fail: func(r postbox.Record) error {
-			if r.Topic == "poison" {
-				return postbox.Permanent(errors.New("rejected"))
-			}
-			return nil
-		}}
+		rec := poisonRecorder()
 		if n := drain(t, relay(t, c, rec, &postbox.RelayConfig{KeepPublished: true})); n != 28 {
 			t.Fatalf("claimed %d, want 28", n)
 		}

@@ -11,6 +11,7 @@ package drivertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // NewDriver returns a driver on the database under test. It may register cleanups on t.
@@ -98,6 +100,17 @@ func messages(n int, topic string) []postbox.Message {
 			Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
 	}
 	return out
+}
+
+// poisonRecorder returns a Recorder that fails every message on the topic "poison" as permanent, so the relay
+// parks it as dead at once, and acknowledges the rest.
+func poisonRecorder() *postboxtest.Recorder {
+	return &postboxtest.Recorder{Fail: func(r postbox.Record) error {
+		if r.Topic == "poison" {
+			return postbox.Permanent(errors.New("rejected"))
+		}
+		return nil
+	}}
 }
 
 // relay returns a relay with a short poll interval for tests.

@@ -117,6 +117,17 @@ func delivery() postbox.Message {
 	return postbox.Message{ID: postbox.NewID(), Topic: "orders", Key: "order-1", Type: "order.created", Payload: []byte(`{"order":1}`)}
 }
 
+// processOnce processes m as consumer "billing" with the working handler, and checks that it is Processed and that
+// m's business row then stands once.
+func (e *inboxEnv[TTx]) processOnce(t *testing.T, what string, m postbox.Message) {
+	t.Helper()
+	res, err := postbox.Process(context.Background(), e.c, "billing", m, e.handler("billing"))
+	expectOutcome(t, what, res, err, postbox.Processed)
+	if n := e.effects(m); n != 1 {
+		t.Fatalf("%d business rows; want 1", n)
+	}
+}
+
 func expectOutcome(t *testing.T, what string, res postbox.Result, err error, want postbox.Outcome) {
 	t.Helper()
 	if err != nil || res.Outcome != want {
@@ -217,11 +228,7 @@ func testInboxDies[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options
 		if n := e.effects(m); n != 0 {
 			t.Fatalf("%d business rows committed by a cancelled delivery; want 0", n)
 		}
-		res, err = postbox.Process(ctx, e.c, "billing", m, e.handler("billing"))
-		expectOutcome(t, "redelivery", res, err, postbox.Processed)
-		if n := e.effects(m); n != 1 {
-			t.Fatalf("%d business rows; want 1", n)
-		}
+		e.processOnce(t, "redelivery", m)
 	})
 
 	t.Run("HandlerPanics", func(t *testing.T) {
@@ -239,11 +246,7 @@ func testInboxDies[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options
 				panic("boom")
 			})
 		}()
-		res, err := postbox.Process(ctx, e.c, "billing", m, e.handler("billing"))
-		expectOutcome(t, "redelivery after a panic", res, err, postbox.Processed)
-		if n := e.effects(m); n != 1 {
-			t.Fatalf("%d business rows; want 1", n)
-		}
+		e.processOnce(t, "redelivery after a panic", m)
 	})
 }
 

@@ -207,11 +207,7 @@ func testInboxDefaultPolicy[TTx any](t *testing.T, newDriver NewDriver[TTx], opt
 	if n := e.failureCounts(); n != 0 {
 		t.Fatalf("%d failure counts written without a failure policy; want none", n)
 	}
-	res, err := postbox.Process(ctx, e.c, "billing", m, e.handler("billing"))
-	expectOutcome(t, "sixth delivery, succeeding", res, err, postbox.Processed)
-	if n := e.effects(m); n != 1 {
-		t.Fatalf("%d business rows; want 1", n)
-	}
+	e.processOnce(t, "sixth delivery, succeeding", m)
 }
 
 // testInboxCleanup: a Cleaner deletes the claims and failure counts past the retention, and only those.

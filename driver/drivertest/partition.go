@@ -211,12 +211,7 @@ func testLookaheadAndRetention[TTx any](t *testing.T, newDriver NewDriver[TTx]) 
 	if res := runOnce(t, m); len(res.Created)+len(res.Dropped)+len(res.Kept) != 0 {
 		t.Fatalf("second run at the same time did %+v; want nothing", res)
 	}
-	rec := &postboxtest.Recorder{Fail: func(r postbox.Record) error {
-		if r.Topic == "poison" {
-			return postbox.Permanent(errors.New("rejected"))
-		}
-		return nil
-	}}
+	rec := poisonRecorder()
 	r := relay(t, c, rec, &postbox.RelayConfig{KeepPublished: true})
 	if n := drain(t, r); n != 5 {
 		t.Fatalf("published %d, want 5", n)

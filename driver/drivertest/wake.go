@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,12 +28,9 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour})
 			stop := run(t, r)
 			waitListening(t, r)
-			for i := 1; i <= 5; i++ {
-				enqueue(t, c, messages(1, "orders")...)
-				if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
-					t.Fatalf("message %d was not published within 30s: the relay was not woken (stats %+v)", i, r.Stats())
-				}
-			}
+			enqueueEach(t, c, rec, 5, func(i int) string {
+				return fmt.Sprintf("message %d was not published within 30s: the relay was not woken (stats %+v)", i, r.Stats())
+			})
 			stop()
 			if st := r.Stats(); st.Wakeups != 5 || st.Errors != 0 {
 				t.Fatalf("relay stats %+v; want the 5 wake-ups that delivered the 5 messages, and no errors", st)
@@ -48,12 +46,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
 			stop := run(t, r)
 			waitListening(t, r)
-			for i := 1; i <= 5; i++ {
-				enqueue(t, c, messages(1, "orders")...)
-				if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
-					t.Fatalf("message %d was not published", i)
-				}
-			}
+			enqueueEach(t, c, rec, 5, func(i int) string { return fmt.Sprintf("message %d was not published", i) })
 			stop()
 			if st := r.Stats(); st.Wakeups != 1 {
 				t.Fatalf("relay received %d wake-ups from 5 transactions within one NotifyInterval, want 1", st.Wakeups)
@@ -68,12 +61,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		rec := &postboxtest.Recorder{}
 		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
 		stop := run(t, r)
-		for i := 1; i <= 3; i++ {
-			enqueue(t, c, messages(1, "orders")...)
-			if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
-				t.Fatalf("message %d was not published by polling", i)
-			}
-		}
+		enqueueEach(t, c, rec, 3, func(i int) string { return fmt.Sprintf("message %d was not published by polling", i) })
 		stop()
 		if st := r.Stats(); st.Wakeups != 0 {
 			t.Fatalf("relay received %d wake-ups from a client with DisableNotify", st.Wakeups)
@@ -85,12 +73,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		rec := &postboxtest.Recorder{}
 		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond, DisableListen: true})
 		stop := run(t, r)
-		for i := 1; i <= 3; i++ {
-			enqueue(t, c, messages(1, "orders")...)
-			if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
-				t.Fatalf("message %d was not published by polling", i)
-			}
-		}
+		enqueueEach(t, c, rec, 3, func(i int) string { return fmt.Sprintf("message %d was not published by polling", i) })
 		stop()
 		if st := r.Stats(); st.Wakeups != 0 || st.Errors != 0 || st.Listening {
 			t.Fatalf("relay stats %+v; a relay with DisableListen must not listen", st)
@@ -116,6 +99,18 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			t.Fatalf("Claimable once the message is due = %v, %v; want true", found, err)
 		}
 	})
+}
+
+// enqueueEach enqueues n messages on "orders" one at a time, each once rec has seen the one before published, and
+// fails the test with failure(i) when message i is not published within 30s.
+func enqueueEach[TTx any](t *testing.T, c *postbox.Client[TTx], rec *postboxtest.Recorder, n int, failure func(i int) string) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		enqueue(t, c, messages(1, "orders")...)
+		if !rec.WaitDistinct(context.Background(), i, 30*time.Second) {
+			t.Fatal(failure(i))
+		}
+	}
 }
 
 // run starts r in the background and returns a function that stops it and waits for Run to return.

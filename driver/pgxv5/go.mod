@@ -2,7 +2,7 @@ module github.com/postbox-go/postbox/driver/pgxv5
 
 go 1.25.0
 
-require github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
+require github.com/postbox-go/postbox v0.1.0
 
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -12,12 +12,4 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/postbox-go/postbox => ../..
-
-require (
-	github.com/jackc/pgx/v5 v5.12.0
-	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
-	go.uber.org/goleak v1.3.0
-)
-
-replace github.com/postbox-go/postbox/internal/testenv => ../../internal/testenv
+require github.com/jackc/pgx/v5 v5.12.0

@@ -17,11 +17,6 @@ require (
 )
 
 require (
-	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
-	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
-)
-
-replace (
-	github.com/postbox-go/postbox => ../..
-	github.com/postbox-go/postbox/driver/pgxv5 => ../../driver/pgxv5
+	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
 )

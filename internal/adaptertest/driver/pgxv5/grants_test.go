@@ -22,7 +22,7 @@ import (
 )
 
 // securityDoc holds the grants this test runs, so that the documented grants are the tested ones.
-const securityDoc = "../../docs/SECURITY.md"
+const securityDoc = "../../../../docs/SECURITY.md"
 
 // sqlBlock returns the SQL code block that follows the marker comment in doc.
 func sqlBlock(t *testing.T, doc, marker string) string {

@@ -3,7 +3,6 @@ package webhook_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,17 +97,7 @@ func TestReceiverRefuses(t *testing.T) {
 	c := client(t)
 	do := func(method string, h http.Header, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(body))
-		for k, v := range h {
-			req.Header[k] = v
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, c, method, srv.URL, h, body)
 	}
 	valid := func(id string) http.Header {
 		h := http.Header{}

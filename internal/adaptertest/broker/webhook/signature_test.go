@@ -99,15 +99,8 @@ func TestMiddleware(t *testing.T) {
 	defer srv.Close()
 	c := client(t)
 	post := func(h http.Header, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
-		req.Header = h
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		t.Helper()
+		return send(t, c, http.MethodPost, srv.URL, h, body)
 	}
 	if status, _ := post(signed(secret, "m", time.Now(), "hello"), "hello"); status != 200 || got != "hello" {
 		t.Fatalf("valid request: status %d, handler read %q", status, got)

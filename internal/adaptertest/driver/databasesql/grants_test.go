@@ -20,7 +20,7 @@ import (
 )
 
 // securityDoc holds the grants this test runs, so that the documented grants are the tested ones.
-const securityDoc = "../../docs/SECURITY.md"
+const securityDoc = "../../../../docs/SECURITY.md"
 
 // sqlStatements returns the statements of the SQL code block that follows the marker comment in doc.
 func sqlStatements(t *testing.T, doc, marker string) []string {
