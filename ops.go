@@ -12,18 +12,33 @@ import (
 
 // TopicStats are the pending and dead counts of one topic.
 type TopicStats struct {
-	Topic   string
+	Topic string
+	// Pending counts the messages waiting to be published: Ready + Scheduled.
 	Pending int64
-	Dead    int64
-	// OldestPending is the creation time of the topic's oldest pending message; zero when none is pending.
+	// Ready counts the pending messages that are due: their AvailableAt has passed, or a publish failed and they
+	// wait to be retried.
+	Ready int64
+	// Scheduled counts the pending messages enqueued with an AvailableAt still ahead and never attempted. They
+	// are not late: they do not age OldestPending.
+	Scheduled int64
+	Dead      int64
+	// OldestPending is when the topic's longest-waiting ready message became due: its creation time, or its
+	// AvailableAt when it was scheduled later. Zero when no message is ready. A time far in the past means no
+	// relay is keeping up, or publishes keep failing.
 	OldestPending time.Time
 }
 
 // Stats summarise the outbox.
 type Stats struct {
+	// Pending counts the messages waiting to be published: Ready + Scheduled.
 	Pending int64
-	Dead    int64
-	// OldestPending is the creation time of the oldest pending message; zero when none is pending.
+	// Ready counts the pending messages that are due or waiting to retry a failed publish.
+	Ready int64
+	// Scheduled counts the pending messages whose AvailableAt is still ahead (send --delay); they are not lag.
+	Scheduled int64
+	Dead      int64
+	// OldestPending is when the longest-waiting ready message became due (see TopicStats.OldestPending); zero
+	// when no message is ready.
 	OldestPending time.Time
 	Topics        []TopicStats
 }
@@ -46,7 +61,7 @@ func (f DeadFilter) Empty() bool { return f.Topic == "" && len(f.IDs) == 0 && !f
 
 // Stats counts pending and dead messages, in total and per topic.
 func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
-	topics, err := c.store.Stats(ctx)
+	topics, err := c.store.Stats(ctx, c.cfg.Clock.Now())
 	if err != nil {
 		return Stats{}, fmt.Errorf("postbox: stats: %w", err)
 	}
@@ -57,6 +72,8 @@ func (c *Client[TTx]) Stats(ctx context.Context) (Stats, error) {
 	for i, t := range topics {
 		s.Topics[i] = TopicStats(t)
 		s.Pending += t.Pending
+		s.Ready += t.Ready
+		s.Scheduled += t.Scheduled
 		s.Dead += t.Dead
 		if !t.OldestPending.IsZero() && (s.OldestPending.IsZero() || t.OldestPending.Before(s.OldestPending)) {
 			s.OldestPending = t.OldestPending

@@ -38,7 +38,7 @@ type relayClient struct {
 	listener driver.Listener       // nil when the driver cannot listen
 	pinger   driver.Pinger         // nil when the driver cannot ping
 	// stats counts pending and dead records per topic, for the line a relay logs when it resumes.
-	stats func(ctx context.Context) ([]driver.TopicStats, error)
+	stats func(ctx context.Context, now time.Time) ([]driver.TopicStats, error)
 }
 
 // claimer is the part of a driver.Store that a relay claims through.

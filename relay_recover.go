@@ -153,7 +153,7 @@ func (r *Relay) resumed(ctx context.Context, n int) bool {
 	}
 	attrs := []any{"cause", cause, "unavailable_for", now.Sub(since).Round(time.Millisecond)}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if stats, err := r.client.stats(sctx); err == nil {
+	if stats, err := r.client.stats(sctx, now); err == nil {
 		waited := int64(n) // the batch that resumed, settled by now
 		for _, t := range stats {
 			waited += t.Pending

@@ -60,8 +60,8 @@ type Store[TTx any] interface {
 	// Migrations returns the migration SQL for this table set, for users who run their own migration tool.
 	Migrations() []Migration
 
-	// Stats counts pending and dead records per topic.
-	Stats(ctx context.Context) ([]TopicStats, error)
+	// Stats counts pending and dead records per topic, splitting pending into ready and scheduled as of now.
+	Stats(ctx context.Context, now time.Time) ([]TopicStats, error)
 	// ListDead returns dead records matching f, oldest first.
 	ListDead(ctx context.Context, f DeadFilter) ([]Record, error)
 	// RetryDead makes dead records matching f pending again, available at now, with attempts reset.
@@ -136,12 +136,18 @@ type Failure struct {
 	Dead        bool      // park the record instead of retrying
 }
 
-// TopicStats are the counts for one topic.
+// TopicStats are the counts for one topic, as of the now passed to Stats.
 type TopicStats struct {
-	Topic         string
-	Pending       int64
-	Dead          int64
-	OldestPending time.Time // zero when nothing is pending
+	Topic   string
+	Pending int64 // Ready + Scheduled
+	// Ready are the pending records that are due or waiting to retry a failed publish.
+	Ready int64
+	// Scheduled are the pending records never attempted whose available_at is still ahead.
+	Scheduled int64
+	Dead      int64
+	// OldestPending is when the longest-waiting ready record became due: its available_at when it was never
+	// attempted, its created_at otherwise; zero when nothing is ready.
+	OldestPending time.Time
 }
 
 // DeadFilter selects dead records. An empty filter selects nothing; set All to select every dead record.

@@ -22,8 +22,10 @@ import (
 //	postbox.enqueue_to_publish.duration   histogram  seconds from enqueue to the broker's acknowledgement
 //	postbox.batch.duration                histogram  seconds from a batch's claim to its settle
 //	postbox.pending                       gauge      pending messages, by topic (with a stats function)
+//	postbox.pending.ready                 gauge      pending messages that are due or waiting to retry, by topic
+//	postbox.pending.scheduled             gauge      pending messages whose AvailableAt is still ahead, by topic
 //	postbox.dead.current                  gauge      dead messages waiting for an operator, by topic
-//	postbox.oldest_pending.age            gauge      seconds the oldest pending message has waited
+//	postbox.oldest_pending.age            gauge      seconds the oldest ready message has waited since it was due
 //	postbox.outbox.up                     gauge      1 when the stats function answered, 0 when it failed
 //	postbox.relay.unavailable             counter    seconds relays spent unable to work (database or broker down),
 //	                                                 the outages going on included
@@ -98,13 +100,23 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	ready, err := meter.Int64ObservableGauge("postbox.pending.ready", metric.WithUnit("{message}"),
+		metric.WithDescription("Pending messages that are due, or waiting to retry a failed publish."))
+	if err != nil {
+		return nil, err
+	}
+	scheduled, err := meter.Int64ObservableGauge("postbox.pending.scheduled", metric.WithUnit("{message}"),
+		metric.WithDescription("Pending messages whose AvailableAt is still ahead: delayed on purpose, not late."))
+	if err != nil {
+		return nil, err
+	}
 	deadNow, err := meter.Int64ObservableGauge("postbox.dead.current", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages parked as dead, waiting for an operator."))
 	if err != nil {
 		return nil, err
 	}
 	oldest, err := meter.Float64ObservableGauge("postbox.oldest_pending.age", metric.WithUnit("s"),
-		metric.WithDescription("How long the oldest pending message has waited."))
+		metric.WithDescription("How long the oldest ready message has waited since it was due; scheduled messages do not count."))
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +136,8 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 		for _, t := range s.Topics {
 			topic := metric.WithAttributes(attribute.String("topic", t.Topic))
 			o.ObserveInt64(pending, t.Pending, topic)
+			o.ObserveInt64(ready, t.Ready, topic)
+			o.ObserveInt64(scheduled, t.Scheduled, topic)
 			o.ObserveInt64(deadNow, t.Dead, topic)
 		}
 		age := 0.0
@@ -132,7 +146,7 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 		}
 		o.ObserveFloat64(oldest, age)
 		return nil
-	}, pending, deadNow, oldest, up)
+	}, pending, ready, scheduled, deadNow, oldest, up)
 	return m, err
 }
 

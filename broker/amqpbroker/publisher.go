@@ -56,6 +56,7 @@ type Publisher struct {
 	retry   backoff.Backoff
 	retryAt time.Time // no connection attempt before this, after a failure
 	lastErr error     // of the last failed attempt
+	lost    bool      // the last connection was lost: the next one is a reconnection, and says so
 
 	wg sync.WaitGroup // the confirmation and alarm goroutines
 }
@@ -227,7 +228,12 @@ func (p *Publisher) watch(conn *amqp.Connection) {
 	closes := conn.NotifyClose(make(chan *amqp.Error, 1))
 	p.mu.Lock()
 	p.conn, p.blocked = conn, ""
+	reconnected := p.lost
+	p.lost = false
 	p.mu.Unlock()
+	if reconnected {
+		p.log.Info("amqpbroker: reconnected to RabbitMQ")
+	}
 	p.spawn(func() {
 		for b := range blocks { // closed with the connection
 			p.mu.Lock()
@@ -245,6 +251,9 @@ func (p *Publisher) watch(conn *amqp.Connection) {
 			}
 		}
 		if e, ok := <-closes; ok && e != nil {
+			p.mu.Lock()
+			p.lost = true
+			p.mu.Unlock()
 			p.log.Warn("amqpbroker: connection to RabbitMQ lost; reconnecting on the next publish", "err", e)
 		}
 	})

@@ -59,6 +59,7 @@ type Publisher struct {
 	up      chan struct{} // closed while a connection is up
 	failed  chan struct{} // closed when a connection attempt fails; then replaced
 	lastErr error
+	lost    bool // a connection was lost: the next one up is a reconnection, and says so
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
@@ -250,11 +251,16 @@ func (p *Publisher) start() error {
 				defer p.mu.Unlock()
 				p.lastErr = nil
 				close(p.up)
+				if p.lost {
+					p.lost = false
+					p.log.Info("mqttbroker: publisher reconnected", "server", p.url.Redacted())
+				}
 			}
 			cfg.OnConnectionDown = func() bool {
 				p.mu.Lock()
 				defer p.mu.Unlock()
 				p.up = make(chan struct{})
+				p.lost = true
 				p.log.Warn("mqttbroker: publisher lost its connection; reconnecting", "server", p.url.Redacted())
 				return true
 			}

@@ -82,18 +82,25 @@ func scanRecords(d Dialect, out *[]driver.Record) func(scan func(...any) error) 
 	}
 }
 
-func (s *store[TTx]) Stats(ctx context.Context) ([]driver.TopicStats, error) {
+func (s *store[TTx]) Stats(ctx context.Context, now time.Time) ([]driver.TopicStats, error) {
 	var out []driver.TopicStats
-	q := "SELECT topic, SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END)," +
-		" MIN(CASE WHEN status = 'pending' THEN created_at END) FROM " + s.outbox +
-		" WHERE status IN ('pending', 'dead') GROUP BY topic ORDER BY topic"
-	err := s.b.Pool().Query(ctx, q, nil, func(scan func(...any) error) error {
+	// A never-attempted record is scheduled until its available_at, and waits from then on; a record that failed
+	// has been waiting since it was created, backoff included, since its delay is the broker's.
+	due := "status = 'pending' AND attempts = 0 AND available_at <= " + s.d.ph(1)
+	ahead := "status = 'pending' AND attempts = 0 AND available_at > " + s.d.ph(2)
+	q := "SELECT topic, SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END)," +
+		" SUM(CASE WHEN " + ahead + " THEN 1 ELSE 0 END)," +
+		" SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END)," +
+		" MIN(CASE WHEN " + due + " THEN available_at WHEN status = 'pending' AND attempts > 0 THEN created_at END)" +
+		" FROM " + s.outbox + " WHERE status IN ('pending', 'dead') GROUP BY topic ORDER BY topic"
+	t := s.d.timeArg(now)
+	err := s.b.Pool().Query(ctx, q, []any{t, t}, func(scan func(...any) error) error {
 		var t driver.TopicStats
 		oldest, dest := s.d.nullTimeDest()
-		if err := scan(&t.Topic, &t.Pending, &t.Dead, dest); err != nil {
+		if err := scan(&t.Topic, &t.Pending, &t.Scheduled, &t.Dead, dest); err != nil {
 			return err
 		}
-		t.OldestPending = oldest()
+		t.Ready, t.OldestPending = t.Pending-t.Scheduled, oldest()
 		out = append(out, t)
 		return nil
 	})

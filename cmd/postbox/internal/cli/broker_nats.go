@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +39,10 @@ var natsParams = []string{"stream", "subjects", "key_in_subject", "name", "tls",
 func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
 	servers, query, _ := strings.Cut(raw, "?")
 	for _, s := range strings.Split(servers, ",") {
+		if scheme, rest, ok := strings.Cut(s, ":"); ok && slices.Contains([]string{"nats", "tls", "ws", "wss"}, strings.ToLower(scheme)) &&
+			!strings.HasPrefix(rest, "//") {
+			return nil, usageErrorf("broker %s: server %q lacks the // after %s:; write %s://host:4222", RedactURL(raw), RedactURL(s), scheme, scheme)
+		}
 		full := s
 		if !strings.Contains(s, "://") {
 			full = "nats://" + s // later servers may leave out the scheme
@@ -69,11 +74,27 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 	if name == "" {
 		name = "postbox-relay"
 	}
+	// lastErr is why the connection is down, for the start-up check and /readyz: nats.go reports a refused
+	// connection only through the reconnect callback.
+	var lastErr atomic.Pointer[error]
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
+				lastErr.Store(&err)
 				rt.log.Warn("NATS disconnected; reconnecting", "broker", RedactURL(raw), "err", err)
 			}
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				lastErr.Store(&err) // each failed attempt; the disconnect was logged once
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			rt.log.Info("NATS reconnected", "broker", RedactURL(raw), "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			// With RetryOnFailedConnect, the first connection may come after retries: say when it does.
+			rt.log.Info("NATS connected", "broker", RedactURL(raw), "server", nc.ConnectedUrlRedacted())
 		})}
 	tlsOpts, err := natsTLS(raw, q)
 	if err != nil {
@@ -107,6 +128,9 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 		pub:  pub,
 		ping: func(ctx context.Context) error {
 			if !nc.IsConnected() {
+				if err := lastErr.Load(); err != nil {
+					return fmt.Errorf("not connected (%v): %w", nc.Status(), *err)
+				}
 				return fmt.Errorf("not connected (%v)", nc.Status())
 			}
 			return nc.FlushWithContext(ctx)

@@ -133,24 +133,35 @@ func TestRelayToRedis(t *testing.T) {
 	}
 }
 
-// TestRelayToRedisWrongPassword: Redis refusing the password shows in /readyz and the log, never the password
-// itself; the messages stay pending and the relay still stops cleanly.
+// TestRelayToRedisWrongPassword: Redis refusing the password stops the relay at start with Redis's reason,
+// never the password itself; the message stays pending.
 func TestRelayToRedisWrongPassword(t *testing.T) {
 	const password = "N0tTheRedisPassword"
 	_, user, _ := redisUser(t)
-	rl := relayed(t, nil, "orders", 1, "--broker", "redis://"+user+":"+password+"@"+redisAddr()+"/0?stream_prefix=never:")
-	eventually(t, "a failed publish", func() bool { return strings.Contains(rl.stderr.String(), "WRONGPASS") })
-	code, body := readyz(t, rl.base)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"ok":false`) || strings.Contains(body, password) {
-		t.Errorf("/readyz = %d %s", code, body)
+	r := refusedAtStart(t, password, "redis://"+user+":xxxxx@", "--broker", "redis://"+user+":"+password+"@"+redisAddr()+"/0?stream_prefix=never:")
+	mustContain(t, "relay stderr", r.stderr, "WRONGPASS")
+}
+
+// refusedAtStart sends one message, starts a relay with args that the broker refuses, and checks that the relay
+// exits 1 at start naming the broker (as want, redacted) without printing password, leaving the message pending.
+func refusedAtStart(t *testing.T, password, want string, args ...string) result {
+	t.Helper()
+	tg := sqliteTarget(t)
+	if r := run(t, nil, tg.args("migrate", "up")...); r.code != 0 {
+		t.Fatal(r.stderr)
 	}
-	r := rl.stop()
-	if r.code != 0 || strings.Contains(r.stdout+r.stderr, password) || !strings.Contains(r.stderr, "redis://"+user+":xxxxx@") {
-		t.Fatalf("relay exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+	if r := run(t, nil, tg.args("send", "-t", "orders", "--type", "order.created", "--data", "{}")...); r.code != 0 {
+		t.Fatal(r.stderr)
 	}
-	if n := pending(t, rl.tg); n != 1 {
-		t.Fatalf("%d pending after the refused publishes; want the message still pending", n)
+	r := run(t, nil, tg.args(append([]string{"relay", "--start-timeout", "8s"}, args...)...)...)
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "broker "+want) || !strings.Contains(r.stderr, "is unreachable") ||
+		strings.Contains(r.stdout+r.stderr, password) {
+		t.Fatalf("relay exit %d, want 1 naming %s as unreachable; output:\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
+	if n := pending(t, tg); n != 1 {
+		t.Fatalf("%d pending; want the message still pending", n)
+	}
+	return r
 }
 
 // TestRelayToRabbitMQ: the relay publishes each message to the topic exchange with publisher confirms, the
@@ -207,26 +218,12 @@ func TestRelayToRabbitMQ(t *testing.T) {
 	}
 }
 
-// TestRelayToRabbitMQWrongPassword: RabbitMQ refusing the password shows in /readyz, never the password.
+// TestRelayToRabbitMQWrongPassword: RabbitMQ refusing the password stops the relay at start with RabbitMQ's
+// reason, never the password.
 func TestRelayToRabbitMQWrongPassword(t *testing.T) {
 	const password = "N0tGuestsPassword"
-	rl := relayed(t, nil, "orders", 1, "--broker", "amqp://guest:"+password+"@127.0.0.1:5672/")
-	var body string
-	// The reason shows when the check itself meets the refusal; it may instead find the relay's own attempt in
-	// progress, or waiting out its backoff (RabbitMQ answers a bad password after about 3s).
-	eventually(t, "/readyz to report the broker down", func() bool {
-		var code int
-		code, body = readyz(t, rl.base)
-		return code == http.StatusServiceUnavailable && strings.Contains(body, `"name":"broker 1 (amqp)","ok":false`)
-	})
-	eventually(t, "the refused login in the log", func() bool { return strings.Contains(rl.stderr.String(), "username or password not allowed") })
-	r := rl.stop()
-	if strings.Contains(body, password) || r.code != 0 || strings.Contains(r.stdout+r.stderr, password) {
-		t.Fatalf("relay exit %d; /readyz %s; output:\n%s%s", r.code, body, r.stdout, r.stderr)
-	}
-	if n := pending(t, rl.tg); n != 1 {
-		t.Fatalf("%d pending; want the message still pending", n)
-	}
+	r := refusedAtStart(t, password, "amqp://guest:xxxxx@127.0.0.1:5672/", "--broker", "amqp://guest:"+password+"@127.0.0.1:5672/")
+	mustContain(t, "relay stderr", r.stderr, "username or password not allowed")
 }
 
 // TestRelayToMQTT: the relay publishes each message at QoS 1 to the MQTT topic named by its topic on a real

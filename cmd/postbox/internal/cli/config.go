@@ -49,6 +49,10 @@ type eventConfig struct {
 
 const eventsKey = "events"
 
+// quoteHint explains the YAML trap a config file most often falls into: a colon followed by a space or the end
+// of the line starts a mapping.
+const quoteHint = `a value holding ": " or ending with ":" must be quoted, such as broker: "stdout:" or route: "audit.*=stdout:"`
+
 func loadConfigFile(path string) (*fileConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -56,7 +60,11 @@ func loadConfigFile(path string) (*fileConfig, error) {
 	}
 	var raw map[string]yaml.Node
 	if err := yaml.Unmarshal(b, &raw); err != nil {
-		return nil, usageErrorf("config file %s is not valid YAML: %v", path, err)
+		hint := ""
+		if strings.Contains(err.Error(), "mapping values are not allowed") || strings.Contains(err.Error(), "did not find expected key") {
+			hint = "; " + quoteHint
+		}
+		return nil, usageErrorf("config file %s is not valid YAML: %v%s", path, err, hint)
 	}
 	known := knownKeys()
 	fc := &fileConfig{path: path, values: map[string]any{}}
@@ -74,6 +82,10 @@ func loadConfigFile(path string) (*fileConfig, error) {
 		var v any
 		if err := node.Decode(&v); err != nil {
 			return nil, usageErrorf("config file %s, key %s: %v", path, key, err)
+		}
+		if node.Kind == yaml.MappingNode {
+			return nil, usageErrorf("config file %s, key %s (line %d): want a value or a list of values, not a mapping; %s",
+				path, key, node.Line, quoteHint)
 		}
 		fc.values[key] = v
 	}

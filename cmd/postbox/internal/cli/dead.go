@@ -66,7 +66,7 @@ accident.`,
 				}
 				filter.All = true
 			}
-			db, err := o.open(ctx, rt, nil)
+			db, err := o.openMigrated(ctx, rt, nil)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +102,7 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 	var positional []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
-			return nil, err
+			return nil, f.flagError(err)
 		}
 		args = f.fs.Args()
 		if len(args) == 0 {
@@ -123,7 +124,7 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 			continue
 		}
 		if err := setValue(o, strings.Fields(v), v); err != nil {
-			return nil, usageErrorf("environment variable %s=%q: %v", o.env(), v, err)
+			return nil, usageErrorf("environment variable %s=%q %v", o.env(), v, err)
 		}
 		fromEnv[o.name], o.from = true, o.env()
 	}
@@ -145,11 +146,11 @@ func (f *flagSet) parse(args []string, env func(string) string, loadFile func(pa
 			continue
 		}
 		values, err := yamlValues(v)
-		if err == nil {
-			err = setValue(o, values, strings.Join(values, " "))
-		}
 		if err != nil {
 			return nil, usageErrorf("config file %s, key %s: %v", path, o.name, err)
+		}
+		if err := setValue(o, values, strings.Join(values, " ")); err != nil {
+			return nil, usageErrorf("config file %s, key %s: %q %v", path, o.name, strings.Join(values, " "), err)
 		}
 		o.from = fmt.Sprintf("config file %s, key %s", path, o.name)
 	}
@@ -196,6 +197,8 @@ func yamlScalar(v any) (string, error) {
 		return fmt.Sprint(x), nil
 	case nil:
 		return "", nil
+	case map[string]any:
+		return "", errors.New("want a value, not a mapping; " + quoteHint)
 	default:
 		return "", fmt.Errorf("want a single value or a list of values, got %T", v)
 	}
@@ -211,7 +214,10 @@ type intValue int
 func (i *intValue) Set(v string) error {
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return fmt.Errorf("%q is not a whole number", v)
+		return errors.New("is not a whole number")
+	}
+	if n < 0 {
+		return errors.New("is negative; use 0 or more")
 	}
 	*i = intValue(n)
 	return nil
@@ -223,7 +229,10 @@ type durationValue time.Duration
 func (d *durationValue) Set(v string) error {
 	t, err := time.ParseDuration(v)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration; write it like 500ms, 10s or 2m", v)
+		return errors.New("is not a duration; write it like 500ms, 10s or 2m")
+	}
+	if t < 0 {
+		return errors.New("is negative; use 0 or more")
 	}
 	*d = durationValue(t)
 	return nil
@@ -235,7 +244,7 @@ type boolValue bool
 func (b *boolValue) Set(v string) error {
 	t, err := strconv.ParseBool(v)
 	if err != nil {
-		return fmt.Errorf("%q is not true or false", v)
+		return errors.New("is not true or false")
 	}
 	*b = boolValue(t)
 	return nil
@@ -248,6 +257,44 @@ type listValue []string
 func (l *listValue) Set(v string) error { *l = append(*l, v); return nil }
 func (l *listValue) String() string     { return strings.Join(*l, " ") }
 func (l *listValue) reset()             { *l = nil }
+
+// flagErrors match the errors of the flag package, which name a flag with one dash whatever the user typed.
+var flagErrors = []struct {
+	re     *regexp.Regexp
+	format string // with the flag's name, then the value when the pattern has one
+}{
+	{regexp.MustCompile(`^flag provided but not defined: -+(.*)$`), "unknown flag %s"},
+	{regexp.MustCompile(`^flag needs an argument: -+(.*)$`), "%s needs a value"},
+	{regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([^:]*): ([\s\S]*)$`), ""},
+}
+
+// flagError rewrites an error of the flag package in the user's words: the flag as --name (or -x for a short
+// one), the value as typed.
+func (f *flagSet) flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	for _, fe := range flagErrors {
+		m := fe.re.FindStringSubmatch(msg)
+		if m == nil {
+			continue
+		}
+		if fe.format == "" { // invalid value: m[1] the quoted value, m[2] the name, m[3] the reason
+			return usageErrorf("%s %s %s", dashed(m[2]), m[1], m[3])
+		}
+		return usageErrorf(fe.format, dashed(m[1]))
+	}
+	return usageErrorf("%s", msg)
+}
+
+// dashed writes a flag's name as the user would type it: --name, or -x for a one-letter short name.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
 
 // usageError is a mistake in how the command was called; Run exits with ExitUsage.
 type usageError struct{ msg string }

@@ -61,7 +61,7 @@ A config file's keys are shared by every command with that flag: retention there
 			if err := sched.validate(); err != nil {
 				return err
 			}
-			db, err := o.open(ctx, rt, nil)
+			db, err := o.openMigrated(ctx, rt, nil)
 			if err != nil {
 				return err
 			}
@@ -215,7 +215,7 @@ retried at the next interval.`,
 			if dbScheme(o.url) == "sqlite" {
 				return usageErrorf("--db %s: SQLite has no table partitioning; keep its outbox small with postbox cleanup", o.url)
 			}
-			db, err := o.open(ctx, rt, nil)
+			db, err := o.openMigrated(ctx, rt, nil)
 			if err != nil {
 				return err
 			}

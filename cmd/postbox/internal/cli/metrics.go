@@ -18,9 +18,12 @@ import (
 )
 
 // metricsHelp lists the series /metrics serves, for relay --help.
-const metricsHelp = `  postbox_pending{topic}                    messages waiting to be published
+const metricsHelp = `  postbox_pending{topic}                    messages waiting to be published: ready + scheduled
+  postbox_pending_ready{topic}              pending messages that are due, or waiting to retry a failed publish
+  postbox_pending_scheduled{topic}          pending messages whose time (send --delay) is still ahead
   postbox_dead{topic}                       messages parked as dead, waiting for an operator
-  postbox_oldest_pending_age_seconds        how long the oldest pending message has waited
+  postbox_oldest_pending_age_seconds        how long the oldest ready message has waited since it was due:
+                                            growing, a relay is falling behind (scheduled messages never age it)
   postbox_outbox_up                         1 when the last read of those counts succeeded, 0 when it failed
   postbox_published_total{topic}            messages the broker acknowledged
   postbox_publish_failures_total{topic}     failed publish attempts

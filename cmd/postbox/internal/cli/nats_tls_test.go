@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,18 +79,9 @@ func TestNATSRequiresTLS(t *testing.T) {
 		}
 	}
 
-	plain := natsServer(t, nil)
-	rl := relayed(t, nil, "orders", 1, "--broker", "nats://127.0.0.1:"+strconv.Itoa(plain)+"?tls=true")
-	eventually(t, "/readyz to report the broker unready", func() bool {
-		code, body := readyz(t, rl.base)
-		return code == http.StatusServiceUnavailable && strings.Contains(body, `"name":"broker 1 (nats)","ok":false`)
-	})
-	if r := rl.stop(); r.code != 0 {
-		t.Fatalf("relay exit %d: %s", r.code, r.stderr)
-	}
-	if n := pending(t, rl.tg); n != 1 {
-		t.Fatalf("%d pending; want the message kept back from a server without TLS", n)
-	}
+	// A server without TLS is refused at start, and the message is kept back from it.
+	plain := "nats://127.0.0.1:" + strconv.Itoa(natsServer(t, nil)) + "?tls=true"
+	refusedAtStart(t, "no password", plain, "--broker", plain, "--start-timeout", "3s")
 
 	for _, bad := range []string{"tls://127.0.0.1:4222?tls=false", "nats://127.0.0.1:4222?tls=maybe", "nats://127.0.0.1:4222?ca_file=/no/such.pem"} {
 		if r := run(t, nil, "relay", "--db", "sqlite:"+filepath.Join(t.TempDir(), "x.db"), "--broker", bad); r.code != ExitUsage {

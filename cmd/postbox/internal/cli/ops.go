@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,8 @@ var migrateCommand = &command{
 	help: `
 'migrate up' applies the migrations not yet applied, under a lock, so running it from several processes at once
 is safe. 'migrate status' lists every migration and whether it is applied. 'migrate sql' prints the DDL for your
-own migration tool (golang-migrate, goose, atlas) without connecting; the --db URL only chooses the dialect.
+own migration tool (golang-migrate, goose, atlas) without connecting: --dialect, or the --db URL, only chooses
+the SQL dialect.
 
 --partitioned creates the outbox partitioned by creation time and the inbox by the time in its message IDs
 (PostgreSQL and MySQL), for high volumes: 'postbox partitions' then creates partitions ahead and drops old ones.
@@ -33,15 +35,34 @@ to existing tables too.`,
 		"postbox migrate up --db mysql://postbox:secret@localhost:3306/app --partitioned",
 		"postbox migrate status --db sqlite:app.db",
 		"postbox migrate sql --db postgres://localhost/app --schema events > 0001_postbox.sql",
+		"postbox migrate sql --dialect mysql --ordered",
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		addDBFlags(f, &o)
 		f.Bool(&o.partitioned, "partitioned", "", "create the outbox and inbox partitioned by time (PostgreSQL, MySQL); see postbox partitions")
 		f.Bool(&o.ordered, "ordered", "", "add the index ordered relays need (relay --ordered)")
+		var dialect string
+		f.String(&dialect, "dialect", "", "", "NAME", "migrate sql only, instead of --db: postgres, mysql or sqlite")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("say what to do: migrate up, migrate status or migrate sql")
+			}
+			if dialect != "" {
+				if args[0] != "sql" {
+					return usageErrorf("--dialect is for migrate sql; migrate %s needs --db", args[0])
+				}
+				u, ok := offlineURLs[dialect]
+				switch {
+				case !ok:
+					return usageErrorf("--dialect %q: use postgres, mysql or sqlite", dialect)
+				case o.url != "" && dbScheme(o.url) != dialect:
+					return usageErrorf("--dialect %s and --db %s disagree; give one of them", dialect, RedactURL(o.url))
+				}
+				o.url = u
+			}
+			if o.url == "" && args[0] == "sql" {
+				return usageErrorf("migrate sql needs --dialect postgres, mysql or sqlite (or a --db URL, never connected to)")
 			}
 			if o.partitioned && dbScheme(o.url) == "sqlite" {
 				return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
@@ -104,19 +125,22 @@ var sendCommand = &command{
 	synopsis: "--db URL --topic T --type X [--key K] [--data JSON | --data @file | --data @-] [flags]",
 	summary:  "enqueue one message, for operators and scripts",
 	help: `
-Enqueues one message in a transaction of its own and prints its ID. When the config file has an events
-registry, the message must meet it: a known type, on its topic, with a key if required, and a valid payload.`,
+Enqueues one message in a transaction of its own and prints its ID. The payload must be JSON, which brokers and
+consumers receive as such; --raw sends the bytes of --data as they are instead (published base64-encoded where the
+wire format needs text). When the config file has an events registry, the message must meet it: a known type, on
+its topic, with a key if required, and a valid payload.`,
 	examples: []string{
 		`postbox send --db sqlite:app.db --topic orders --type order.created --key o-42 --data '{"id":"o-42"}'`,
 		`postbox send --db postgres://localhost/app -t orders --type order.created -d @order.json -H source=backfill`,
 		`postbox send --db sqlite:app.db -t reminders --type reminder.due --delay 15m --data '{}'`,
+		`postbox send --db sqlite:app.db -t images --type image.uploaded --raw --data @photo.jpg`,
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		var topic, typ, key, data, id string
 		var headers []string
 		var delay time.Duration
-		var asJSON bool
+		var asJSON, raw bool
 		addDBFlags(f, &o)
 		f.String(&topic, "topic", "t", "", "TOPIC", "topic to publish on (required)")
 		f.String(&typ, "type", "", "", "TYPE", "event type, such as order.created (required)")
@@ -125,6 +149,7 @@ registry, the message must meet it: a known type, on its topic, with a key if re
 		f.List(&headers, "header", "H", "NAME=VALUE", "header to carry to the broker")
 		f.String(&id, "id", "", "", "UUID", "message ID (default: a new UUIDv7)")
 		f.Duration(&delay, "delay", 0, "publish no earlier than this long from now")
+		f.Bool(&raw, "raw", "", "send --data as raw bytes instead of checking that it is JSON")
 		f.Bool(&asJSON, "json", "", "print the result as JSON")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
@@ -136,6 +161,10 @@ registry, the message must meet it: a known type, on its topic, with a key if re
 			payload, err := readData(data)
 			if err != nil {
 				return usageErrorf("%v", err)
+			}
+			if len(payload) > 0 && !raw && !json.Valid(payload) {
+				return usageErrorf("--data %s is not valid JSON (%v); fix it, or add --raw to send the bytes as they are",
+					shortValue(data), jsonError(payload))
 			}
 			m := postbox.Message{ID: id, Topic: topic, Type: typ, Key: key, Payload: payload}
 			for _, h := range headers {
@@ -158,7 +187,7 @@ registry, the message must meet it: a known type, on its topic, with a key if re
 			if err != nil {
 				return err
 			}
-			db, err := o.open(ctx, rt, reg)
+			db, err := o.openMigrated(ctx, rt, reg)
 			if err != nil {
 				return err
 			}
@@ -184,8 +213,10 @@ var statusCommand = &command{
 	synopsis: "--db URL [--json]",
 	summary:  "show pending and dead messages, the oldest pending age, per topic",
 	help: `
-Counts pending and dead messages in total and per topic, and shows how long the oldest pending message has
-waited: a growing age means no relay is keeping up.`,
+Counts pending and dead messages in total and per topic, and shows how long the oldest ready message has
+waited since it was due: a growing age means no relay is keeping up, or publishes keep failing. Pending splits
+into ready (due, or waiting to retry a failed publish) and scheduled (sent with a later time, such as send
+--delay, and not due yet); scheduled messages are not late and never age the oldest pending figure.`,
 	examples: []string{
 		"postbox status --db postgres://postbox@localhost/app",
 		"postbox status --db sqlite:app.db --json | jq .oldest_pending_age_seconds",
@@ -199,7 +230,7 @@ waited: a growing age means no relay is keeping up.`,
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
 			}
-			db, err := o.open(ctx, rt, nil)
+			db, err := o.openMigrated(ctx, rt, nil)
 			if err != nil {
 				return err
 			}
@@ -212,18 +243,41 @@ waited: a growing age means no relay is keeping up.`,
 			if asJSON {
 				return writeJSON(rt.stdout, statusJSON(s, now))
 			}
-			fmt.Fprintf(rt.stdout, "pending: %d\ndead:    %d\noldest pending: %s\n", s.Pending, s.Dead, age(s.OldestPending, now))
+			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
+				s.Pending, s.Ready, s.Scheduled, s.Dead, age(s.OldestPending, now))
 			if len(s.Topics) == 0 {
 				return nil
 			}
 			tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nTOPIC\tPENDING\tDEAD\tOLDEST PENDING")
+			fmt.Fprintln(tw, "\nTOPIC\tPENDING\tREADY\tSCHEDULED\tDEAD\tOLDEST PENDING")
 			for _, t := range s.Topics {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", printable(t.Topic), t.Pending, t.Dead, age(t.OldestPending, now))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", printable(t.Topic), t.Pending, t.Ready, t.Scheduled, t.Dead,
+					age(t.OldestPending, now))
 			}
 			return tw.Flush()
 		}
 	},
+}
+
+// shortValue is a flag's value for an error message: quoted, and cut when long.
+func shortValue(v string) string {
+	if r := []rune(v); len(r) > 40 {
+		v = string(r[:40]) + "…"
+	}
+	return strconv.Quote(v)
+}
+
+// jsonError says where b stops being JSON.
+func jsonError(b []byte) error {
+	var v any
+	return json.Unmarshal(b, &v)
+}
+
+// offlineURLs stand for a database of each dialect when migrate sql is given --dialect: opening one does no I/O.
+var offlineURLs = map[string]string{
+	"postgres": "postgres://localhost/postbox",
+	"mysql":    "mysql://localhost:3306/postbox",
+	"sqlite":   "sqlite:postbox.db",
 }
 
 // age is how long ago t was, for people; "-" for the zero time.
@@ -244,12 +298,16 @@ func ageSeconds(t, now time.Time) float64 {
 type topicStatus struct {
 	Topic                   string  `json:"topic"`
 	Pending                 int64   `json:"pending"`
+	Ready                   int64   `json:"ready"`
+	Scheduled               int64   `json:"scheduled"`
 	Dead                    int64   `json:"dead"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 }
 
 type status struct {
 	Pending                 int64         `json:"pending"`
+	Ready                   int64         `json:"ready"`
+	Scheduled               int64         `json:"scheduled"`
 	Dead                    int64         `json:"dead"`
 	OldestPending           *time.Time    `json:"oldest_pending,omitempty"`
 	OldestPendingAgeSeconds float64       `json:"oldest_pending_age_seconds"`
@@ -257,14 +315,14 @@ type status struct {
 }
 
 func statusJSON(s postbox.Stats, now time.Time) status {
-	out := status{Pending: s.Pending, Dead: s.Dead, OldestPendingAgeSeconds: ageSeconds(s.OldestPending, now),
+	out := status{Pending: s.Pending, Ready: s.Ready, Scheduled: s.Scheduled, Dead: s.Dead, OldestPendingAgeSeconds: ageSeconds(s.OldestPending, now),
 		Topics: []topicStatus{}}
 	if !s.OldestPending.IsZero() {
 		t := s.OldestPending.UTC()
 		out.OldestPending = &t
 	}
 	for _, t := range s.Topics {
-		out.Topics = append(out.Topics, topicStatus{Topic: t.Topic, Pending: t.Pending, Dead: t.Dead,
+		out.Topics = append(out.Topics, topicStatus{Topic: t.Topic, Pending: t.Pending, Ready: t.Ready, Scheduled: t.Scheduled, Dead: t.Dead,
 			OldestPendingAgeSeconds: ageSeconds(t.OldestPending, now)})
 	}
 	return out

@@ -66,6 +66,14 @@ Prometheus format. None of them asks for credentials: bind a loopback or private
 
 ` + metricsHelp + `
 
+Before it starts, the relay checks that the tables are migrated (exit 1 with the migrate command to run
+otherwise) and pings every broker until it answers or --start-timeout passes: a broker that never answers is
+named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. Running, it logs the
+brokers' disconnects and reconnects (NATS, RabbitMQ, MQTT), and while messages flow one 'relay progress' line at
+most every --progress-interval: messages published, failed and parked dead since the last line, then the ready
+messages still pending, the scheduled ones, and the lag (how long the oldest ready message has waited). With
+--log-level debug it also logs one line per batch.
+
 With --ordered the relay publishes the messages of each key one at a time, in enqueue order: a failing message
 holds back its own key and no other, and with --dead-holds-key a dead one holds it until it is retried or purged.
 The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker unless --workers says otherwise.
@@ -120,6 +128,8 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Bool(&ro.cfg.DeadHoldsKey, "dead-holds-key", "", "with --ordered, a dead message holds back its key until retried or purged")
 		f.URL(&o.pg.listenURL, "listen-db", "", "direct PostgreSQL URL the relay LISTENs on for wake-ups, when --db goes through a pooler")
 		f.Bool(&ro.cfg.DisableListen, "no-listen", "", "do not LISTEN for wake-ups: poll every --poll-interval")
+		f.Duration(&ro.startTimeout, "start-timeout", DefaultStartTimeout, "how long to wait at start for every broker to answer before exiting 1")
+		f.Duration(&ro.progressEvery, "progress-interval", DefaultProgressInterval, "while messages flow, log a progress line at most this often (0: never)")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
@@ -140,6 +150,8 @@ type relayOptions struct {
 	routes               []string
 	cfg                  postbox.RelayConfig
 	retention            time.Duration // of published messages, with KeepPublished
+	startTimeout         time.Duration // for the brokers to answer at start
+	progressEvery        time.Duration // between progress lines; 0 for none
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -188,7 +200,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	defer metrics.shutdown(context.WithoutCancel(ctx))
 	cfg := ro.cfg
-	cfg.Logger, cfg.Observer = rt.log, metrics.observer
+	cfg.Logger, cfg.Observer = rt.log, batchLog{next: metrics.observer, log: rt.log}
 	if err := configureListen(ctx, rt, o, &cfg); err != nil {
 		return err
 	}
@@ -203,6 +215,26 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		if err != nil {
 			return usageErrorf("--retention: %v", err)
 		}
+	}
+
+	routeURLs := make([]string, 0, len(ro.routes))
+	for _, v := range ro.routes {
+		if _, u, err := parseRoute(v); err == nil {
+			routeURLs = append(routeURLs, u)
+		}
+	}
+	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
+
+	// Every option is valid by now: check what they name, the tables first, and fail at start rather than
+	// start a relay that cannot work.
+	if ro.startTimeout <= 0 {
+		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
+	}
+	if err := o.checkMigrated(ctx, db); err != nil {
+		return err
+	}
+	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
+		return err
 	}
 
 	var srv *http.Server
@@ -231,18 +263,17 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	rt.log.Info("relay started", "db", RedactURL(o.url), "brokers", names, "routes", len(rtr.routes),
 		"workers", workers, "batch_size", cfg.BatchSize, "ordered", o.ordered)
 
-	routeURLs := make([]string, 0, len(ro.routes))
-	for _, v := range ro.routes {
-		if _, u, err := parseRoute(v); err == nil {
-			routeURLs = append(routeURLs, u)
-		}
-	}
-	warnPlaintext(rt, o.url, append([]string{ro.broker}, routeURLs...))
-
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(runCtx) }()
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		if ro.progressEvery > 0 {
+			logProgress(runCtx, rt.log, ro.progressEvery, relay.Stats, db.Stats)
+		}
+	}()
 	cleanerDone := make(chan struct{})
 	go func() {
 		defer close(cleanerDone)
@@ -261,6 +292,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	stop()
 	<-cleanerDone
+	<-progressDone
 	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
