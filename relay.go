@@ -192,7 +192,7 @@ func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	clock := r.client.cfg.Clock
-	claim, err := r.claim(ctx, driver.ClaimParams{Limit: r.cfg.BatchSize, Now: clock.Now()})
+	claim, err := r.claim(ctx, driver.ClaimParams{Limit: r.cfg.BatchSize, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished})
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}

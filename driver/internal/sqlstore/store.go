@@ -17,9 +17,10 @@ type store[TTx any] struct {
 	d Dialect
 	n driver.Names
 
-	outbox string // quoted, qualified
-	claim  string
-	peek   string // is anything claimable?
+	outbox      string // quoted, qualified
+	claim       string
+	deleteClaim string // the claim that deletes what it returns, where the dialect has one
+	peek        string // is anything claimable?
 }
 
 // New returns the store for the table set n. It validates n first, so that no SQL is ever built from a name that
@@ -30,6 +31,9 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 	}
 	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
 	s.claim = d.claimQuery(s.outbox, false, false)
+	if dd, ok := d.(deletingDialect); ok {
+		s.deleteClaim = dd.deleteClaimQuery(s.outbox)
+	}
 	s.peek = "SELECT 1 FROM " + s.outbox + " WHERE status = 'pending' AND available_at <= " + d.ph(1) + " LIMIT 1"
 	if nt, ok := d.(notifyingDialect); ok {
 		return notifyingStore[TTx]{s, nt}, nil
