@@ -12,13 +12,13 @@ import (
 // Claim locks a batch in a transaction that stays open while the relay publishes. If the relay dies, the
 // database ends the transaction with the connection and the rows are claimable again at once.
 //
-// With p.DeletePublished, where the dialect can (PostgreSQL), the claim deletes the batch in that transaction
+// With p.DeletePublished, where the dialect can (PostgreSQL) and the role may insert into the outbox, the claim deletes the batch in that transaction
 // instead of locking it, and Settle writes back the records that were not published before it commits. The
 // deleted rows stay invisible to other claims until then, and a rollback (a crash, Release, a failed settle)
 // restores them all, so the guarantees are a locking claim's; the table takes one write per published record
 // instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
-	if p.DeletePublished && s.deleteClaim != "" {
+	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
 		return s.claimWith(ctx, s.deleteClaim, p, true)
 	}
 	return s.claimWith(ctx, s.claim, p, false)
@@ -114,10 +114,37 @@ func (c *claim[TTx]) Settle(ctx context.Context, st driver.Settlement) error {
 	return c.tx.Commit(ctx)
 }
 
+// mayWriteBack reports whether the store's role may insert into the outbox, which writing back the unpublished
+// records of a deleting claim takes. A relay role granted no INSERT (docs/SECURITY.md: a relay that cannot forge
+// events) claims by locking instead. The answer is asked once and kept; an error leaves it unknown and this claim
+// locking, where the database's trouble shows up again.
+func (s *store[TTx]) mayWriteBack(ctx context.Context) bool {
+	switch s.writeBack.Load() {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	q, args := s.d.(deletingDialect).mayInsert(s.outbox)
+	may := false
+	err := s.b.Pool().Query(ctx, q, args, func(scan func(...any) error) error { return scan(&may) })
+	if err != nil {
+		return false
+	}
+	if may {
+		s.writeBack.Store(1)
+	} else {
+		s.writeBack.Store(-1)
+	}
+	return may
+}
+
 // deletingDialect is a dialect whose claim can delete the records it returns (PostgreSQL's DELETE ... RETURNING).
 type deletingDialect interface {
 	// deleteClaimQuery deletes and returns the batch claimQuery would lock; its arguments are the same.
 	deleteClaimQuery(outbox string) string
+	// mayInsert is the query reporting, as one boolean, whether the current role may insert into outbox.
+	mayInsert(outbox string) (string, []any)
 	// restore is the one statement writing recs back into outbox, each with its failure applied where failed
 	// has one.
 	restore(outbox string, recs []driver.Record, failed map[string]driver.Failure) (string, []any, error)
@@ -154,12 +181,23 @@ func (c *claim[TTx]) settleDeleted(ctx context.Context, st driver.Settlement) er
 		return rollback(ctx, c.tx, err)
 	}
 	if p, ok := c.tx.(PipelinedTx); ok {
-		return p.ExecCommit(ctx, q, args...)
+		err = p.ExecCommit(ctx, q, args...)
+	} else if _, err = c.tx.Exec(ctx, q, args...); err != nil {
+		err = rollback(ctx, c.tx, err)
+	} else {
+		err = c.tx.Commit(ctx)
 	}
-	if _, err := c.tx.Exec(ctx, q, args...); err != nil {
-		return rollback(ctx, c.tx, err)
+	if denied(err) {
+		c.s.writeBack.Store(-1) // INSERT was revoked since the store asked: claim by locking from now on
 	}
-	return c.tx.Commit(ctx)
+	return err
+}
+
+// denied reports whether err is the database refusing a statement for lack of a privilege (SQLSTATE 42501, as
+// pgx reports it, directly or through database/sql).
+func denied(err error) bool {
+	var se interface{ SQLState() string }
+	return errors.As(err, &se) && se.SQLState() == "42501"
 }
 
 // headOfLine is the condition of an ordered claim on the outbox aliased o: no earlier record of o's key blocks it.

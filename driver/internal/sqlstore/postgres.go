@@ -107,6 +107,10 @@ func (p postgres) deleteClaimQuery(outbox string) string {
 		" RETURNING " + p.recordCols()
 }
 
+func (postgres) mayInsert(outbox string) (string, []any) {
+	return "SELECT has_table_privilege($1, 'INSERT')", []any{outbox}
+}
+
 // restore inserts recs again, as they were read but for what failed says of each, in one statement; inside the
 // claim's transaction that deleted them the primary key is free again.
 func (p postgres) restore(outbox string, recs []driver.Record, failed map[string]driver.Failure) (string, []any, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
@@ -19,8 +20,9 @@ type store[TTx any] struct {
 
 	outbox      string // quoted, qualified
 	claim       string
-	deleteClaim string // the claim that deletes what it returns, where the dialect has one
-	peek        string // is anything claimable?
+	deleteClaim string       // the claim that deletes what it returns, where the dialect has one
+	writeBack   atomic.Int32 // whether the store's role may insert the rows a deleting claim writes back: 0 unknown, 1 yes, -1 no
+	peek        string       // is anything claimable?
 }
 
 // New returns the store for the table set n. It validates n first, so that no SQL is ever built from a name that
