@@ -12,11 +12,11 @@ import (
 // Claim locks a batch in a transaction that stays open while the relay publishes. If the relay dies, the
 // database ends the transaction with the connection and the rows are claimable again at once.
 //
-// With p.DeletePublished, where the dialect can (PostgreSQL) and the role may insert into the outbox, the claim deletes the batch in that transaction
-// instead of locking it, and Settle writes back the records that were not published before it commits. The
-// deleted rows stay invisible to other claims until then, and a rollback (a crash, Release, a failed settle)
-// restores them all, so the guarantees are a locking claim's; the table takes one write per published record
-// instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
+// With p.DeletePublished, where the dialect can (PostgreSQL) and the role may insert into the outbox, the claim
+// deletes the batch in that transaction instead of locking it, and Settle writes back the records that were not
+// published before it commits. Other claims skip the deleted rows until then, and a rollback (a crash, Release, a
+// failed settle) restores them all, so the guarantees are a locking claim's; the table takes one write per
+// published record instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
 	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
 		return s.claimWith(ctx, s.deleteClaim, p, true)
