@@ -34,7 +34,9 @@
 // order.
 //
 // A failed publish is retried with exponential backoff and jitter; after RelayConfig.MaxAttempts, or at once for
-// an error wrapped with Permanent, the message is parked as dead with its last error. Operators list, retry and
+// an error wrapped with Permanent, the message is parked as dead with its last error. A database or broker outage
+// costs no attempt: the relay retries every second at most and resumes as soon as the database or broker answers
+// (see RelayConfig.ErrorBackoffMax). Operators list, retry and
 // purge dead messages with ListDead, RetryDead and PurgeDead, and watch Stats.
 //
 // # Consume

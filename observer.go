@@ -41,3 +41,22 @@ func (b BatchReport) Published() int {
 	}
 	return n
 }
+
+// OutageObserver is an optional interface of a RelayObserver: a relay calls ObserveOutage when it stops being
+// able to work (a claim or settle failed, or the broker refused a whole batch as unavailable) and again when it
+// works again, so that a metric can count the time relays spend unable to work. The otel module implements it.
+type OutageObserver interface {
+	ObserveOutage(ctx context.Context, o Outage)
+}
+
+// Outage is a span of time during which a relay could not work.
+type Outage struct {
+	// Since is when the relay stopped being able to work, on the client's clock.
+	Since time.Time
+	// End is when it worked again; zero in the call that reports the start.
+	End time.Time
+	// Cause is "database" or "broker".
+	Cause string
+	// Err is the failure that began the outage; nil in the call that reports the end.
+	Err error
+}

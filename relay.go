@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Relay moves committed messages from the outbox to a Publisher. Any number of relays, in one process or many,
@@ -23,6 +24,7 @@ type Relay struct {
 	wake    chan struct{}
 	running atomic.Bool
 	stats   relayCounters
+	outage  outage
 	polls   pollGate
 }
 
@@ -34,6 +36,9 @@ type relayClient struct {
 	ordered  driver.OrderedClaimer // set exactly when cfg.Ordered
 	peeker   driver.Peeker         // nil when the store cannot peek
 	listener driver.Listener       // nil when the driver cannot listen
+	pinger   driver.Pinger         // nil when the driver cannot ping
+	// stats counts pending and dead records per topic, for the line a relay logs when it resumes.
+	stats func(ctx context.Context) ([]driver.TopicStats, error)
 }
 
 // claimer is the part of a driver.Store that a relay claims through.
@@ -47,9 +52,12 @@ type RelayStats struct {
 	Failed    int64 // failed publish attempts that will be retried
 	Dead      int64 // messages parked as dead
 	Batches   int64 // batches settled
-	Errors    int64 // claim, settle or listen errors (database trouble); the relay retries them
+	Errors    int64 // failed claims and settles, and lost listening connections (database trouble); retried
 	Wakeups   int64 // notifications received from enqueuing clients (LISTEN)
 	Listening bool  // whether the relay is listening for notifications now
+	// Unavailable is the time the relay has spent unable to work, its database or its broker down, including
+	// the outage going on now, if any.
+	Unavailable time.Duration
 }
 
 type relayCounters struct {
@@ -81,6 +89,8 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 	rc := relayClient{cfg: client.cfg, store: client.store}
 	rc.peeker, _ = client.store.(driver.Peeker)
 	rc.listener, _ = client.drv.(driver.Listener)
+	rc.pinger, _ = client.drv.(driver.Pinger)
+	rc.stats = client.store.Stats
 	if client.cfg.Ordered {
 		var ok bool
 		if rc.ordered, ok = client.store.(driver.OrderedClaimer); !ok {
@@ -104,7 +114,7 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{Published: r.stats.published.Load(), Failed: r.stats.failed.Load(), Dead: r.stats.dead.Load(),
 		Batches: r.stats.batches.Load(), Errors: r.stats.errors.Load(), Wakeups: r.stats.wakeups.Load(),
-		Listening: r.stats.listening.Load()}
+		Listening: r.stats.listening.Load(), Unavailable: r.outage.total(r.client.cfg.Clock.Now())}
 }
 
 // Wake makes an idle worker claim at once instead of waiting for the poll interval. Call it after committing a
@@ -144,32 +154,40 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 func (r *Relay) work(ctx context.Context) {
-	errDelay := r.cfg.PollInterval
-	woke := false // whether the last wait ended with a wake-up
-	warm := false // whether the last claim followed activity
+	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
+	limit := r.cfg.BatchSize // 1 while the broker is down: one message probes it
+	woke := false            // whether the last wait ended with a wake-up
+	warm := false            // whether the last claim followed activity
 	for ctx.Err() == nil {
-		n, err := r.RunOnce(ctx)
+		n, err := r.runOnce(ctx, limit)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // stopping: a claim cut short by cancellation is not a failure
 		case err != nil:
-			r.stats.errors.Add(1)
-			r.log.ErrorContext(ctx, "relay batch failed; retrying", "err", err, "retry_in", errDelay)
-			woke = r.wait(ctx, errDelay)
-			errDelay = min(errDelay*2, 30*time.Second)
-		case n == r.cfg.BatchSize:
-			errDelay, warm = r.cfg.PollInterval, true
+			woke, limit = r.pause(ctx, err, &retry), r.cfg.BatchSize
+			if isBrokerDown(err) {
+				limit = 1
+			}
+			continue
+		}
+		working := r.resumed(ctx, n)
+		switch {
+		case n == limit:
+			warm = true
 			if r.cfg.Workers > 1 {
 				r.Wake() // a backlog: bring in an idle worker too, while this one claims again at once
 			}
 		case n > 0 || woke:
 			// Messages are flowing, or a client just woke us: transactions that committed a moment later carry
 			// no wake-up of their own, so look again shortly.
-			errDelay, warm = r.cfg.PollInterval, true
+			warm = true
 			woke = r.wait(ctx, r.cfg.RecheckDelay)
 		default:
-			errDelay = r.cfg.PollInterval
 			woke, warm = r.idle(ctx, warm), false
+		}
+		if working {
+			retry.Reset()
+			limit = r.cfg.BatchSize
 		}
 	}
 }
@@ -191,8 +209,18 @@ func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 // batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	n, err := r.runOnce(ctx, r.cfg.BatchSize)
+	if isBrokerDown(err) {
+		return n, nil // settled: the messages are pending again
+	}
+	return n, err
+}
+
+// runOnce is RunOnce claiming at most limit records. When the broker refused the whole batch as unavailable, it
+// settles the batch without counting an attempt and returns a brokerDownError.
+func (r *Relay) runOnce(ctx context.Context, limit int) (int, error) {
 	clock := r.client.cfg.Clock
-	claim, err := r.claim(ctx, driver.ClaimParams{Limit: r.cfg.BatchSize, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished})
+	claim, err := r.claim(ctx, driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished})
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}
@@ -208,6 +236,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	cancel()
 
 	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC()}
+	down := brokerDown(errs)
 	var dead int64
 	deadFlags := make([]bool, len(recs))
 	for i, rec := range recs {
@@ -216,6 +245,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		f := driver.Failure{ID: rec.ID, Attempts: rec.Attempts + 1, LastError: truncate(errs[i].Error(), MaxLastErrorLen)}
+		if down != nil {
+			// The broker took nothing: the failure is the broker's, not the message's. The message keeps its
+			// attempts and is available again within ErrorBackoffBase; the worker waits and probes the broker
+			// (see pause).
+			f.Attempts, f.AvailableAt = rec.Attempts, st.Now.Add(backoff.Jitter(r.cfg.ErrorBackoffBase))
+			st.Failed = append(st.Failed, f)
+			continue
+		}
 		f.Dead = IsPermanent(errs[i]) || f.Attempts >= r.cfg.MaxAttempts
 		f.AvailableAt = st.Now.Add(r.cfg.backoff(f.Attempts))
 		if f.Dead {
@@ -241,6 +278,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	r.stats.published.Add(int64(len(st.Published)))
 	r.stats.failed.Add(int64(len(st.Failed)) - dead)
 	r.stats.dead.Add(dead)
+	if down != nil {
+		return len(recs), down // logged once for the outage, not per batch
+	}
 	if len(st.Failed) > 0 {
 		r.log.WarnContext(ctx, "publish failed", "failed", len(st.Failed), "dead", dead, "published", len(st.Published),
 			"first_err", st.Failed[0].LastError)

@@ -3,8 +3,9 @@ package postbox
 import (
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
+
+	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Defaults for RelayConfig.
@@ -18,6 +19,9 @@ const (
 	DefaultBackoffBase    = time.Second
 	DefaultBackoffMax     = 10 * time.Minute
 	DefaultRecheckDelay   = 2 * time.Millisecond
+	// DefaultErrorBackoffBase and DefaultErrorBackoffMax shape how often a relay that cannot work tries again.
+	DefaultErrorBackoffBase = 100 * time.Millisecond
+	DefaultErrorBackoffMax  = time.Second
 	// MaxLastErrorLen bounds the error text kept on a record.
 	MaxLastErrorLen = 2000
 )
@@ -41,15 +45,30 @@ type RelayConfig struct {
 	// to be published again, so it gets more room than a publish. Default: DefaultSettleTimeout (30s).
 	SettleTimeout time.Duration
 	// MaxAttempts is how many failed publishes park a message as dead. Default: DefaultMaxAttempts (20), which
-	// with the default backoff keeps retrying for about two hours.
+	// with the default backoff keeps retrying for one to two hours. A batch the broker refused whole because it
+	// was unavailable (see ErrorBackoffMax) costs its messages no attempt.
 	MaxAttempts int
-	// BackoffBase and BackoffMax shape the retry delay: BackoffBase·2^(attempts-1), at most BackoffMax, less up to
-	// 20% jitter so that failed batches spread out. Defaults: DefaultBackoffBase (1s), DefaultBackoffMax (10m).
+	// BackoffBase and BackoffMax shape a failed message's retry delay: d = BackoffBase·2^(attempts-1), at most
+	// BackoffMax, with equal jitter (a uniform draw between d/2 and d) so that failed batches spread out.
+	// Defaults: DefaultBackoffBase (1s), DefaultBackoffMax (10m).
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// Backoff, when set, replaces the default delay: it returns how long to wait after the given failed attempt
-	// (1 after the first failure).
+	// Backoff, when set, replaces the default delay of a failed message: it returns how long to wait after the
+	// given failed attempt (1 after the first failure). It does not change ErrorBackoffBase and ErrorBackoffMax.
 	Backoff func(attempt int) time.Duration
+	// ErrorBackoffBase and ErrorBackoffMax shape how often a relay that cannot work tries again: after a claim or
+	// settle fails (the database is down, restarting or unreachable), or after the broker refused a whole batch
+	// because it was unavailable (every message failed with a timeout, a refused or reset connection, or an error
+	// the adapter marked with Unavailable). The delay starts at ErrorBackoffBase and doubles up to
+	// ErrorBackoffMax, with equal jitter. While the database is down the relay pings it (a connection and an
+	// empty statement, where the driver implements driver.Pinger) at that pace and claims as soon as it answers;
+	// a refused connection and PostgreSQL's "not yet accepting connections" (SQLSTATE 57P03) do not make the
+	// delay grow. While the broker is down each worker publishes one message at that pace, and full batches
+	// again as soon as one is acknowledged. So a relay resumes within about ErrorBackoffMax of its database or
+	// broker answering. Defaults: DefaultErrorBackoffBase (100ms, or ErrorBackoffMax when that is lower),
+	// DefaultErrorBackoffMax (1s, or ErrorBackoffBase when that is higher).
+	ErrorBackoffBase time.Duration
+	ErrorBackoffMax  time.Duration
 	// KeepPublished marks published messages as published instead of deleting them, for audit and replay. Run a
 	// Cleaner to delete them once past CleanupConfig.Retention. Default: false (delete at once).
 	KeepPublished bool
@@ -89,6 +108,11 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.BackoffBase, DefaultBackoffBase)
 	setDefault(&out.BackoffMax, DefaultBackoffMax)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
+	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
+		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
+	}
+	setDefault(&out.ErrorBackoffBase, DefaultErrorBackoffBase)
+	setDefault(&out.ErrorBackoffMax, max(DefaultErrorBackoffMax, out.ErrorBackoffBase))
 	return out
 }
 
@@ -107,7 +131,8 @@ func (c RelayConfig) validate() error {
 		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)}, {"PollInterval", int64(c.PollInterval)},
 		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
 		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
-		{"RecheckDelay", int64(c.RecheckDelay)},
+		{"RecheckDelay", int64(c.RecheckDelay)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
+		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {
@@ -117,18 +142,17 @@ func (c RelayConfig) validate() error {
 	if c.BackoffMax < c.BackoffBase {
 		return fmt.Errorf("%w: RelayConfig.BackoffMax (%v) is below BackoffBase (%v)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)
 	}
+	if c.ErrorBackoffMax < c.ErrorBackoffBase {
+		return fmt.Errorf("%w: RelayConfig.ErrorBackoffMax (%v) is below ErrorBackoffBase (%v)", ErrInvalidConfig,
+			c.ErrorBackoffMax, c.ErrorBackoffBase)
+	}
 	return nil
 }
 
-// backoff returns the delay after the given failed attempt.
+// backoff returns a failed message's delay after the given failed attempt.
 func (c RelayConfig) backoff(attempt int) time.Duration {
 	if c.Backoff != nil {
 		return c.Backoff(attempt)
 	}
-	d := c.BackoffBase
-	for i := 1; i < attempt && d < c.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, c.BackoffMax)
-	return d - time.Duration(rand.Float64()*0.2*float64(d))
+	return backoff.Delay(c.BackoffBase, c.BackoffMax, attempt)
 }

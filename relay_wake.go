@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/internal/backoff"
 )
-
-// maxListenRetry caps the delay between attempts to listen again after the listening connection failed.
-const maxListenRetry = 30 * time.Second
 
 // claim claims the next batch, in per-key order when the client is ordered.
 func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
@@ -53,12 +51,19 @@ func (r *Relay) idle(ctx context.Context, warm bool) bool {
 }
 
 // listen keeps a listening connection open while ctx lasts and turns each notification into a wake-up. When the
-// connection fails the relay goes on polling, and listens again after a backoff.
+// connection fails the relay goes on polling, and listens again at the pace of ErrorBackoffBase and
+// ErrorBackoffMax; once listening again it wakes a worker, which claims at once, since notifications sent
+// meanwhile are lost. A failure is logged once, and listening again once.
 func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 	channel := r.client.cfg.names().Channel()
-	retry := r.cfg.PollInterval
+	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
+	failing := false
 	ready := func() {
-		retry = r.cfg.PollInterval
+		retry.Reset()
+		if failing {
+			r.log.InfoContext(ctx, "listening for wake-ups again")
+			failing = false
+		}
 		r.stats.listening.Store(true)
 		r.Wake() // notifications sent while not listening are lost: look now
 	}
@@ -72,16 +77,18 @@ func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.stats.errors.Add(1)
-		r.log.WarnContext(ctx, "listening for wake-ups failed; polling until it is back", "err", err, "retry_in", retry)
-		t := time.NewTimer(retry)
+		if !failing {
+			r.stats.errors.Add(1)
+			r.log.WarnContext(ctx, "listening for wake-ups failed; polling until it is back", "err", oneLine(err))
+			failing = true
+		}
+		t := time.NewTimer(retryDelay(&retry, err))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		retry = min(retry*2, maxListenRetry)
 	}
 }
 

@@ -40,7 +40,7 @@ type roleConfig struct {
 	Workers      int
 	MaxAttempts  int
 	PollInterval time.Duration
-	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away
+	Backoff      time.Duration // constant retry delay, so faults do not push retries minutes away; 0: the default
 	DeadHoldsKey bool          // in ordered mode, a dead message holds back its key
 
 	// Consumer
@@ -81,6 +81,7 @@ func (s *roleStats) addRelay(r postbox.RelayStats) {
 	s.relay.Dead += r.Dead
 	s.relay.Batches += r.Batches
 	s.relay.Errors += r.Errors
+	s.relay.Unavailable += r.Unavailable
 }
 
 func (s *roleStats) addOutcome(o postbox.Outcome) {
@@ -157,12 +158,14 @@ func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(
 		return err
 	}
 	defer closePub()
-	backoff := cfg.Backoff
-	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, &postbox.RelayConfig{
+	rc := &postbox.RelayConfig{
 		BatchSize: cfg.BatchSize, Workers: cfg.Workers, MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval,
-		PublishTimeout: 3 * time.Second, Backoff: func(int) time.Duration { return backoff },
-		DeadHoldsKey: cfg.DeadHoldsKey,
-	})
+		PublishTimeout: 3 * time.Second, DeadHoldsKey: cfg.DeadHoldsKey,
+	}
+	if backoff := cfg.Backoff; backoff > 0 {
+		rc.Backoff = func(int) time.Duration { return backoff }
+	}
+	relay, err := postbox.NewRelay(client, ackLog{pub, acked}, rc)
 	if err != nil {
 		return err
 	}

@@ -50,21 +50,7 @@ func TestPostgresRestart(t *testing.T) {
 	events, over := size(3000, 20000), size(8*time.Second, 40*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
-	cluster, err := NewPGCluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("temporary cluster's log:\n%s", cluster.Log())
-		}
-		if err := cluster.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := createDB(ctx, cluster.URL("postgres"), "chaos"); err != nil {
-		t.Fatal(err)
-	}
+	cluster := ownCluster(ctx, t)
 	w := newWorld(t, "pgrestart", worldOptions{db: cluster.URL("chaos")})
 	w.goConsumer(w.consumerConfig())
 	rc := w.relayConfig()
@@ -190,6 +176,28 @@ func TestBrokerOutageRabbitMQ(t *testing.T) {
 	w.settle(ctx)
 	w.verdict(ctx, expect{events: events, dupBound: 0, bound: "no relay died: a publish is retried only when it was not confirmed",
 		fault: "RabbitMQ unreachable through a proxy: connections cut and refused 4s, then all traffic stalled 4s", felt: publishFailed})
+}
+
+// ownCluster starts a PostgreSQL cluster of the scenario's own with a database "chaos", closed when the test ends
+// and showing its log when the test failed.
+func ownCluster(ctx context.Context, t *testing.T) *PGCluster {
+	t.Helper()
+	cluster, err := NewPGCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("temporary cluster's log:\n%s", cluster.Log())
+		}
+		if err := cluster.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := createDB(ctx, cluster.URL("postgres"), "chaos"); err != nil {
+		t.Fatal(err)
+	}
+	return cluster
 }
 
 func createDB(ctx context.Context, adminURL, name string) error {

@@ -49,3 +49,10 @@ func (n Names) Channel() string {
 	}
 	return Derived(base, "_wake")
 }
+
+// Pinger is implemented by drivers that can check cheaply that the database answers: a connection and an empty
+// statement, no lock and no table read. A relay that cannot reach its database pings it between attempts, so that
+// it claims again as soon as the database answers rather than at the end of a long delay.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

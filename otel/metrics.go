@@ -3,6 +3,7 @@ package postboxotel
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -24,13 +25,22 @@ import (
 //	postbox.dead.current                  gauge      dead messages waiting for an operator, by topic
 //	postbox.oldest_pending.age            gauge      seconds the oldest pending message has waited
 //	postbox.outbox.up                     gauge      1 when the stats function answered, 0 when it failed
+//	postbox.relay.unavailable             counter    seconds relays spent unable to work (database or broker down),
+//	                                                 the outages going on included
 //
 // Exported to Prometheus (go.opentelemetry.io/otel/exporters/prometheus), the counters get the suffix _total
-// and the durations _seconds: postbox_published_total, postbox_batch_duration_seconds. The postbox daemon
+// and the durations _seconds: postbox_published_total, postbox_batch_duration_seconds,
+// postbox_relay_unavailable_seconds_total. The postbox daemon
 // serves them on /metrics; see its relay --help for the names it uses.
 type Metrics struct {
 	published, failures, dead, settleErrors metric.Int64Counter
 	latency, batch                          metric.Float64Histogram
+
+	mu          sync.Mutex
+	unavailable time.Duration // ended outages
+	down        int           // relays in an outage now
+	downSince   time.Duration // the sum of their start times, since epoch
+	epoch       time.Time
 }
 
 // StatsFunc reads the outbox's counts; (*postbox.Client[TTx]).Stats is one.
@@ -43,7 +53,7 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{}
+	m := &Metrics{epoch: time.Now()}
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -62,6 +72,14 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 	}
 	// A series that exists from the start lets a rate() or increase() alert see its first settle error.
 	m.settleErrors.Add(context.Background(), 0)
+	if _, err = meter.Float64ObservableCounter("postbox.relay.unavailable", metric.WithUnit("s"),
+		metric.WithDescription("Time relays spent unable to work, their database or broker down, the outages going on included."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(m.unavailableFor(time.Now()).Seconds())
+			return nil
+		})); err != nil {
+		return nil, err
+	}
 	if m.latency, err = meter.Float64Histogram("postbox.enqueue_to_publish.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from enqueue to the broker's acknowledgement."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)); err != nil {
@@ -137,4 +155,28 @@ func (m *Metrics) ObserveBatch(ctx context.Context, b postbox.BatchReport) {
 			m.dead.Add(ctx, 1, topic)
 		}
 	}
+}
+
+// ObserveOutage counts the time a relay cannot work; it implements postbox.OutageObserver.
+func (m *Metrics) ObserveOutage(_ context.Context, o postbox.Outage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since := o.Since.Sub(m.epoch)
+	if o.End.IsZero() {
+		m.down++
+		m.downSince += since
+		return
+	}
+	if m.down > 0 {
+		m.down--
+		m.downSince -= since
+	}
+	m.unavailable += o.End.Sub(o.Since)
+}
+
+// unavailableFor returns the time relays spent unable to work until now.
+func (m *Metrics) unavailableFor(now time.Time) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unavailable + time.Duration(m.down)*now.Sub(m.epoch) - m.downSince
 }

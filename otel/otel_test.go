@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -262,5 +263,47 @@ func TestMetricsOutboxDown(t *testing.T) {
 	}
 	if len(gauges) != 1 || len(gauges["postbox.outbox.up"]) != 1 || gauges["postbox.outbox.up"][0] != 0 {
 		t.Fatalf("gauges %v; want only postbox.outbox.up = 0", gauges)
+	}
+}
+
+// TestMetricsUnavailable: postbox.relay.unavailable counts the time relays spent unable to work, the outage going
+// on included, so that an alert sees a relay that has been down for a while before it resumes.
+func TestMetricsUnavailable(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := postboxotel.NewMetrics(mp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unavailable := func() float64 {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, mt := range sm.Metrics {
+				if d, ok := mt.Data.(metricdata.Sum[float64]); ok && mt.Name == "postbox.relay.unavailable" {
+					return d.DataPoints[0].Value
+				}
+			}
+		}
+		t.Fatal("no postbox.relay.unavailable series")
+		return 0
+	}
+	if got := unavailable(); got != 0 {
+		t.Fatalf("postbox.relay.unavailable = %v before any outage, want 0", got)
+	}
+	ctx := context.Background()
+	start := time.Now().Add(-time.Minute)
+	m.ObserveOutage(ctx, postbox.Outage{Since: start.Add(-10 * time.Second), End: start, Cause: "broker"})
+	m.ObserveOutage(ctx, postbox.Outage{Since: start, Cause: "database", Err: errors.New("connection refused")})
+	if got := unavailable(); got < 70 || got > 80 {
+		t.Fatalf("postbox.relay.unavailable = %v s with a 10 s outage over and one of a minute going on, want about 70", got)
+	}
+	m.ObserveOutage(ctx, postbox.Outage{Since: start, End: start.Add(30 * time.Second), Cause: "database"})
+	if got := unavailable(); got != 40 {
+		t.Fatalf("postbox.relay.unavailable = %v s after outages of 10 s and 30 s, want 40", got)
 	}
 }

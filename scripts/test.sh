@@ -49,6 +49,13 @@ go list -m -f '{{.Dir}} {{.Path}}' | while read -r dir mod; do
 done
 echo "-- every module: $((SECONDS - started))s"
 
+# ---- deploy: the image's static build, the Helm chart, the alert rules and the dashboard's metrics -----------
+# (scripts/deploy-check.sh, a module of its own outside go.work; its first run builds the pinned helm and promtool)
+t0=$SECONDS
+STATICCHECK="$staticcheck" scripts/deploy-check.sh
+echo "-- deploy checks: $((SECONDS - t0))s"
+# ---- end deploy ----------------------------------------------------------------------------------------------
+
 # A short run of every fuzzer (make fuzz runs them longer); an input that fails is kept under testdata/fuzz.
 FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh
 

@@ -85,6 +85,10 @@ func (d *Driver) Store(n driver.Names) (driver.Store[*sql.Tx], error) {
 	return sqlstore.New[*sql.Tx](backend{d}, d.dialect.d, n)
 }
 
+// Ping implements driver.Pinger with the database's PingContext. A relay that cannot reach the database pings it
+// between attempts.
+func (d *Driver) Ping(ctx context.Context) error { return d.db.PingContext(ctx) }
+
 // Dialect returns the dialect New was given.
 func (d *Driver) Dialect() Dialect { return d.dialect }
 
@@ -111,7 +115,10 @@ func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-var _ driver.SessionOpener = (*Driver)(nil)
+var (
+	_ driver.SessionOpener = (*Driver)(nil)
+	_ driver.Pinger        = (*Driver)(nil)
+)
 
 type backend struct{ d *Driver }
 

@@ -138,13 +138,13 @@ func testFailures[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 				t.Fatalf("attempt %d: retried before its backoff elapsed", attempt)
 			}
 			if attempt < 3 {
-				// Backoff 1s, then 2s, less up to 20% jitter: the message is due by then, and not before 80% of it.
+				// Backoff 1s, then 2s, with equal jitter: the message is due by then, and not before half of it.
 				full := time.Second << (attempt - 1)
-				clock.Advance(full * 79 / 100)
+				clock.Advance(full * 49 / 100)
 				if n := drain(t, r); n != 0 {
-					t.Fatalf("attempt %d: retried after %v, before 80%% of its %v backoff", attempt, full*79/100, full)
+					t.Fatalf("attempt %d: retried after %v, before half of its %v backoff", attempt, full*49/100, full)
 				}
-				clock.Advance(full * 21 / 100)
+				clock.Advance(full * 51 / 100)
 			}
 		}
 		dead, err := c.ListDead(ctx, postbox.DeadFilter{All: true})
@@ -168,6 +168,45 @@ func testFailures[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		}
 		if n := drain(t, r); n != 1 || rec.Counts()[msgs[0].ID] != 1 {
 			t.Fatalf("retried message not published (claimed %d)", n)
+		}
+	})
+
+	t.Run("BrokerUnavailableCostsNoAttempt", func(t *testing.T) {
+		clock := postboxtest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+		c := Client(t, drv, Tables(clock))
+		msgs := messages(3, "orders")
+		enqueue(t, c, msgs...)
+		down := true
+		rec := &postboxtest.Recorder{Fail: func(postbox.Record) error {
+			if down {
+				return postbox.Unavailable(errors.New("connection to the broker lost"))
+			}
+			return nil
+		}}
+		r := relay(t, c, rec, &postbox.RelayConfig{MaxAttempts: 2})
+		once := func() int {
+			t.Helper()
+			n, err := r.RunOnce(ctx)
+			if err != nil {
+				t.Fatalf("RunOnce: %v", err)
+			}
+			return n
+		}
+		// An outage longer than MaxAttempts publishes: every message keeps its attempts, and is available again
+		// within RelayConfig.ErrorBackoffBase (100ms), not after its own backoff (BackoffBase, 1s).
+		for range 3 {
+			if n := once(); n != 3 {
+				t.Fatalf("claimed %d during the outage, want all 3 again: an unavailable broker must not delay them", n)
+			}
+			clock.Advance(postbox.DefaultErrorBackoffBase)
+		}
+		if s := stats(t, c); s.Pending != 3 || s.Dead != 0 {
+			t.Fatalf("stats %+v after the outage, want 3 pending and none dead: an outage must not use up attempts", s)
+		}
+		// The broker is back: everything goes at once, with no clock advance.
+		down = false
+		if n := once(); n != 3 || len(rec.Counts()) != 3 {
+			t.Fatalf("claimed %d, published %d once the broker was back; want all 3 at once", n, len(rec.Counts()))
 		}
 	})
 

@@ -44,6 +44,10 @@ func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
 	return session{conn{c}, c}, nil
 }
 
+// Ping implements driver.Pinger: it takes a connection from the pool, which drops connections the server has
+// closed, and sends an empty statement. A relay that cannot reach the database pings it between attempts.
+func (d *Driver) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
+
 // Begin starts a transaction on the pool.
 func (d *Driver) Begin(ctx context.Context) (pgx.Tx, error) { return d.pool.Begin(ctx) }
 
@@ -58,7 +62,10 @@ func (d *Driver) Rollback(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-var _ driver.SessionOpener = (*Driver)(nil)
+var (
+	_ driver.SessionOpener = (*Driver)(nil)
+	_ driver.Pinger        = (*Driver)(nil)
+)
 
 type backend struct{ pool *pgxpool.Pool }
 

@@ -250,6 +250,7 @@ func TestRelayHTTP(t *testing.T) {
 		`postbox_enqueue_to_publish_seconds_bucket{topic="orders.created",le="+Inf"} 1`,
 		`postbox_enqueue_to_publish_seconds_count{topic="orders.paid"} 1`,
 		"# TYPE postbox_batch_duration_seconds histogram", "postbox_batch_duration_seconds_count ",
+		"# TYPE postbox_relay_unavailable_seconds_total counter", "postbox_relay_unavailable_seconds_total 0",
 		"# TYPE go_goroutines gauge")
 	ageLine := regexp.MustCompile(`(?m)^postbox_oldest_pending_age_seconds (\S+)$`).FindStringSubmatch(metrics)
 	if ageLine == nil {

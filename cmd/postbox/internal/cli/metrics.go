@@ -28,6 +28,7 @@ const metricsHelp = `  postbox_pending{topic}                    messages waitin
   postbox_settle_errors_total               batches whose settle failed (they are published again)
   postbox_enqueue_to_publish_seconds{topic} histogram: time from enqueue to the broker's acknowledgement
   postbox_batch_duration_seconds            histogram: time from a batch's claim to its settle
+  postbox_relay_unavailable_seconds_total   time the relay spent unable to work (database or broker down)
   go_*, process_*                           the Go runtime and the process`
 
 // relayMetrics are the relay's metrics: the otel module's instruments on an OpenTelemetry meter provider,
