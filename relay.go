@@ -220,7 +220,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 // settles the batch without counting an attempt and returns a brokerDownError.
 func (r *Relay) runOnce(ctx context.Context, limit int) (int, error) {
 	clock := r.client.cfg.Clock
-	claim, err := r.claim(ctx, driver.ClaimParams{Limit: limit, Now: clock.Now()})
+	claim, err := r.claim(ctx, driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished})
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}

@@ -75,7 +75,8 @@ func TestEveryScenarioOnPostgres(t *testing.T) {
 		}
 		positive(t, res, "events_per_s", "baseline_per_s", "ratio")
 	}
-	positive(t, got["enqueue"], "batch_events_per_s", "batch_baseline_per_s", "batch_ratio", "ordered_index_ratio")
+	positive(t, got["enqueue"], "batch_events_per_s", "batch_baseline_per_s", "batch_ratio", "ordered_index_ratio",
+		"insert_baseline_per_s", "insert_ratio")
 	positive(t, got["notify"], "notify_each_tx_per_s", "relay_wakeups")
 	positive(t, got["relay"], "rss_mib")
 	positive(t, got["latency"], "p50_ms", "p99_ms", "max_ms")

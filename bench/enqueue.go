@@ -17,7 +17,8 @@ const enqueueBatch = 100
 // benchEnqueue measures the producer's side: a business transaction with and without one Enqueue (and with one
 // Enqueue into a table with the ordered index, Config.Ordered), and a batch of 100 events per transaction through
 // EnqueueBatch against COPY (multi-row INSERT where there is no COPY) of the same rows into a table of the same
-// shape.
+// shape. The single Enqueue is also measured against its own bound: the business transaction with a bare INSERT of
+// the same row instead (insert_ratio).
 func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
 	const table, rawTable, orderedTable = "bench_enqueue", "bench_enqueue_raw", "bench_enqueue_ordered"
 	c, err := t.open(ctx, o.Clients+2)
@@ -66,13 +67,26 @@ func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 			})
 		}
 	}
+	// Enqueue's own bound: the same transaction with a bare INSERT of the row Enqueue writes.
+	bare := "INSERT INTO " + rawTable + " (" + strings.Join(outboxCols, ", ") + ") VALUES (" + t.phList(len(outboxCols)) + ")"
+	insert := func(ctx context.Context, i int64) error {
+		row := rawRows(t, []postbox.Message{o.message(int(i))})[0]
+		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+			if err := business(ctx, tx, i); err != nil {
+				return err
+			}
+			return c.txExec(ctx, tx, bare, row...)
+		})
+	}
 	o.Logger.Info("single enqueue", "clients", o.Clients)
-	rates, err := compare(ctx, o.Clients, o.Duration, with(client), without, with(orderedClient))
+	rates, err := compare(ctx, o.Clients, o.Duration, with(client), without, with(orderedClient), insert)
 	if err != nil {
 		return Result{}, err
 	}
 	res := newResult(rates[0], rates[1])
 	res.Extra["ordered_index_ratio"] = rates[2] / rates[1]
+	res.Extra["insert_baseline_per_s"] = rates[3]
+	res.Extra["insert_ratio"] = rates[0] / rates[3]
 
 	batch := func(ctx context.Context, i int64) error {
 		msgs := o.messages(int(i)*enqueueBatch, enqueueBatch)

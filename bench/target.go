@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,15 @@ func (t *target[TTx]) ph(n int) string {
 		return "$" + strconv.Itoa(n)
 	}
 	return "?"
+}
+
+// phList returns the placeholders of arguments 1 to n, comma-separated.
+func (t *target[TTx]) phList(n int) string {
+	phs := make([]string, n)
+	for i := range phs {
+		phs[i] = t.ph(i + 1)
+	}
+	return strings.Join(phs, ", ")
 }
 
 // pgxTarget reaches PostgreSQL through pgx v5.

@@ -104,6 +104,11 @@ type CleanupResult struct {
 type ClaimParams struct {
 	Limit int
 	Now   time.Time
+	// DeletePublished promises that Settle will delete the published records (Settlement.Keep false). A store
+	// may then delete the records in the claim itself, inside the claim's transaction, and write back only the
+	// ones that are not published before it commits: one write per record instead of a lock and a delete. A
+	// rolled-back claim must still leave every record as it was. Stores that cannot do this ignore it.
+	DeletePublished bool
 }
 
 // Claim is a batch of records locked by one relay.

@@ -30,6 +30,7 @@ func testStore[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx
 		}
 	})
 	t.Run("InsertClaimSettle", func(t *testing.T) { testStoreOutbox(t, newStoreEnv(t, drv, opts)) })
+	t.Run("ClaimDeletePublished", func(t *testing.T) { testStoreDeletePublished(t, newStoreEnv(t, drv, opts)) })
 	t.Run("InboxClaimAndFail", func(t *testing.T) { testStoreInbox(t, newStoreEnv(t, drv, opts)) })
 	t.Run("Cleanup", func(t *testing.T) { testStoreCleanup(t, newStoreEnv(t, drv, opts)) })
 }
@@ -100,7 +101,12 @@ func (e *storeEnv[TTx]) outbox(where string) int64 {
 
 func (e *storeEnv[TTx]) claim(limit int, now time.Time) driver.Claim {
 	e.t.Helper()
-	cl, err := e.s.Claim(context.Background(), driver.ClaimParams{Limit: limit, Now: now})
+	return e.claimWith(driver.ClaimParams{Limit: limit, Now: now})
+}
+
+func (e *storeEnv[TTx]) claimWith(p driver.ClaimParams) driver.Claim {
+	e.t.Helper()
+	cl, err := e.s.Claim(context.Background(), p)
 	if err != nil {
 		e.t.Fatalf("Claim: %v", err)
 	}
@@ -205,6 +211,85 @@ func testStoreOutbox[TTx any](t *testing.T, e *storeEnv[TTx]) {
 	}
 	if ids := claimedIDs(e.claim(10, later.Add(time.Hour))); len(ids) != 0 {
 		t.Fatalf("claimed %v from published and dead records; want nothing", ids)
+	}
+}
+
+// testStoreDeletePublished: a claim made with DeletePublished (which a store may serve by deleting the batch in the
+// claim's transaction) takes the same records, hides them from other claims, loses nothing when released (the
+// killed-relay case covers a dead connection), and on Settle deletes the published records only: failed ones come back with their new
+// attempt count, error and retry time, dead ones as dead, and records the settlement does not name unchanged.
+func testStoreDeletePublished[TTx any](t *testing.T, e *storeEnv[TTx]) {
+	ctx := context.Background()
+	pub, failed, dead, unnamed := e.record("orders"), e.record("orders"), e.record("orders"), e.record("orders")
+	pub.Headers = map[string]string{"tenant": "7"}
+	failed.Headers = map[string]string{"traceparent": "00-abc-def-01", "tenant": "7"}
+	failed.Key, failed.Payload = "", nil
+	e.insert(pub, failed, dead, unnamed)
+	all := sortedIDs(pub, failed, dead, unnamed)
+	claim := func() driver.Claim {
+		return e.claimWith(driver.ClaimParams{Limit: 10, Now: e.now, DeletePublished: true})
+	}
+
+	cl := claim()
+	if got := claimedIDs(cl); !slices.Equal(got, all) {
+		t.Fatalf("claimed %v; want every due record oldest first %v", got, all)
+	}
+	if e.drv.Capabilities().SkipLocked {
+		other := claim()
+		if n := len(other.Records()); n != 0 {
+			t.Fatalf("a second claim took %d records of an open claim; want 0", n)
+		}
+		if err := other.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if n := e.outbox("status = 'pending'"); n != 4 {
+		t.Fatalf("%d pending rows after a release; want all 4 back", n)
+	}
+
+	cl = claim()
+	retry := e.now.Add(time.Minute)
+	err := cl.Settle(ctx, driver.Settlement{Published: []string{pub.ID}, Now: e.now, Failed: []driver.Failure{
+		{ID: failed.ID, Attempts: 1, LastError: "broker down", AvailableAt: retry},
+		{ID: dead.ID, Attempts: 1, LastError: "rejected", AvailableAt: retry, Dead: true}}})
+	if err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	if n, p, d := e.outbox("1 = 1"), e.outbox("status = 'pending'"), e.outbox("status = 'dead'"); n != 3 || p != 2 || d != 1 {
+		t.Fatalf("%d rows, %d pending, %d dead after settling; want the published one gone, 2 pending and 1 dead", n, p, d)
+	}
+	cl = claim()
+	if got := claimedIDs(cl); !slices.Equal(got, []string{unnamed.ID}) {
+		t.Fatalf("claimed %v before the retry is due; want only the record the settlement did not name", got)
+	}
+	if r := cl.Records()[0]; r.Attempts != 0 || r.LastError != "" || !r.CreatedAt.Equal(unnamed.CreatedAt) {
+		t.Fatalf("the unnamed record reads %+v; want it unchanged", r)
+	}
+	if err := cl.Settle(ctx, driver.Settlement{Published: []string{unnamed.ID}, Now: e.now}); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	cl = claim()
+	if got := claimedIDs(cl); len(got) != 0 {
+		t.Fatalf("claimed %v; want nothing before the retry is due", got)
+	}
+	cl = e.claimWith(driver.ClaimParams{Limit: 10, Now: retry, DeletePublished: true})
+	if got := claimedIDs(cl); !slices.Equal(got, []string{failed.ID}) {
+		t.Fatalf("claimed %v once due; want the failed record", got)
+	}
+	if r := cl.Records()[0]; r.Attempts != 1 || r.LastError != "broker down" || !r.AvailableAt.Equal(retry) ||
+		!r.CreatedAt.Equal(failed.CreatedAt) || r.Key != "" || len(r.Payload) != 0 || !maps.Equal(r.Headers, failed.Headers) {
+		t.Fatalf("the failed record reads %+v; want it as inserted with attempts 1, its error and its retry time", r)
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadRecs, err := e.s.ListDead(ctx, driver.DeadFilter{All: true})
+	if err != nil || len(deadRecs) != 1 || deadRecs[0].ID != dead.ID || deadRecs[0].Attempts != 1 || deadRecs[0].LastError != "rejected" ||
+		!maps.Equal(deadRecs[0].Headers, dead.Headers) {
+		t.Fatalf("ListDead = %+v, %v; want the dead record with its attempt and error", deadRecs, err)
 	}
 }
 

@@ -2,24 +2,37 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 
 	"github.com/postbox-go/postbox/driver"
 )
 
 // Claim locks a batch in a transaction that stays open while the relay publishes. If the relay dies, the
 // database ends the transaction with the connection and the rows are claimable again at once.
+//
+// With p.DeletePublished, where the dialect can (PostgreSQL) and the role may insert into the outbox, the claim
+// deletes the batch in that transaction instead of locking it, and Settle writes back the records that were not
+// published before it commits. Other claims skip the deleted rows until then, and a rollback (a crash, Release, a
+// failed settle) restores them all, so the guarantees are a locking claim's; the table takes one write per
+// published record instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
-	return s.claimWith(ctx, s.claim, p)
+	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
+		return s.claimWith(ctx, s.deleteClaim, p, true)
+	}
+	return s.claimWith(ctx, s.claim, p, false)
 }
 
 // ClaimOrdered implements driver.OrderedClaimer with a head-of-line claim: a pending record is claimable when no
 // earlier record of its key blocks it (see each dialect's claimQuery).
 func (s *store[TTx]) ClaimOrdered(ctx context.Context, p driver.ClaimParams, deadHoldsKey bool) (driver.Claim, error) {
-	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey), p)
+	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey), p, false)
 }
 
-// claimWith claims with query, whose arguments are the time and the limit.
-func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.ClaimParams) (driver.Claim, error) {
+// claimWith claims with query, whose arguments are the time and the limit; deleted says the query deletes what it
+// returns.
+func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.ClaimParams, deleted bool) (driver.Claim, error) {
 	if !s.d.Capabilities().SkipLocked {
 		// One writer (SQLite): look before taking the write lock, so an idle relay never blocks producers.
 		if found, err := s.Claimable(ctx, p.Now); err != nil || !found {
@@ -38,8 +51,14 @@ func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.Claim
 		}
 		return emptyClaim{}, nil
 	}
-	return &claim[TTx]{s: s, tx: tx, recs: recs}, nil
+	if deleted && !slices.IsSortedFunc(recs, byID) {
+		slices.SortFunc(recs, byID) // RETURNING promises no order; Records are oldest first
+	}
+	return &claim[TTx]{s: s, tx: tx, recs: recs, deleted: deleted}, nil
 }
+
+// byID orders records by ID, which is their age: UUIDv7 text sorts as its time.
+func byID(a, b driver.Record) int { return strings.Compare(a.ID, b.ID) }
 
 // beginQuery begins a transaction and runs query in it, in one round trip where the backend pipelines.
 func (s *store[TTx]) beginQuery(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) (Tx, error) {
@@ -63,9 +82,10 @@ func (emptyClaim) Settle(context.Context, driver.Settlement) error { return nil 
 func (emptyClaim) Release(context.Context) error                   { return nil }
 
 type claim[TTx any] struct {
-	s    *store[TTx]
-	tx   Tx
-	recs []driver.Record
+	s       *store[TTx]
+	tx      Tx
+	recs    []driver.Record
+	deleted bool // the claim's query deleted recs (see Claim)
 }
 
 func (c *claim[TTx]) Records() []driver.Record { return c.recs }
@@ -79,6 +99,9 @@ type oneStatementSettler interface {
 }
 
 func (c *claim[TTx]) Settle(ctx context.Context, st driver.Settlement) error {
+	if c.deleted {
+		return c.settleDeleted(ctx, st)
+	}
 	if p, ok := c.tx.(PipelinedTx); ok {
 		if one, ok := c.s.d.(oneStatementSettler); ok {
 			q, args := one.settlement(c.s.outbox, st)
@@ -89,6 +112,92 @@ func (c *claim[TTx]) Settle(ctx context.Context, st driver.Settlement) error {
 		return rollback(ctx, c.tx, err)
 	}
 	return c.tx.Commit(ctx)
+}
+
+// mayWriteBack reports whether the store's role may insert into the outbox, which writing back the unpublished
+// records of a deleting claim takes. A relay role granted no INSERT (docs/SECURITY.md: a relay that cannot forge
+// events) claims by locking instead. The answer is asked once and kept; an error leaves it unknown and this claim
+// locking, where the database's trouble shows up again.
+func (s *store[TTx]) mayWriteBack(ctx context.Context) bool {
+	switch s.writeBack.Load() {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	q, args := s.d.(deletingDialect).mayInsert(s.outbox)
+	may := false
+	err := s.b.Pool().Query(ctx, q, args, func(scan func(...any) error) error { return scan(&may) })
+	if err != nil {
+		return false
+	}
+	if may {
+		s.writeBack.Store(1)
+	} else {
+		s.writeBack.Store(-1)
+	}
+	return may
+}
+
+// deletingDialect is a dialect whose claim can delete the records it returns (PostgreSQL's DELETE ... RETURNING).
+type deletingDialect interface {
+	// deleteClaimQuery deletes and returns the batch claimQuery would lock; its arguments are the same.
+	deleteClaimQuery(outbox string) string
+	// mayInsert is the query reporting, as one boolean, whether the current role may insert into outbox.
+	mayInsert(outbox string) (string, []any)
+	// restore is the one statement writing recs back into outbox, each with its failure applied where failed
+	// has one.
+	restore(outbox string, recs []driver.Record, failed map[string]driver.Failure) (string, []any, error)
+}
+
+// settleDeleted ends a claim whose query deleted its records: the ones not published are written back, failures
+// with their new attempt count, in the same transaction, and the commit makes the rest gone for good. A record
+// the settlement does not name is written back unchanged, as a locking claim would leave it.
+func (c *claim[TTx]) settleDeleted(ctx context.Context, st driver.Settlement) error {
+	if st.Keep {
+		return rollback(ctx, c.tx, errors.New("postbox: a claim made with DeletePublished cannot keep published records"))
+	}
+	var back []driver.Record
+	if len(st.Published) != len(c.recs) || len(st.Failed) > 0 {
+		published := make(map[string]bool, len(st.Published))
+		for _, id := range st.Published {
+			published[id] = true
+		}
+		for _, r := range c.recs {
+			if !published[r.ID] {
+				back = append(back, r)
+			}
+		}
+	}
+	if len(back) == 0 {
+		return c.tx.Commit(ctx)
+	}
+	failed := make(map[string]driver.Failure, len(st.Failed))
+	for _, f := range st.Failed {
+		failed[f.ID] = f
+	}
+	q, args, err := c.s.d.(deletingDialect).restore(c.s.outbox, back, failed)
+	if err != nil {
+		return rollback(ctx, c.tx, err)
+	}
+	if p, ok := c.tx.(PipelinedTx); ok {
+		err = p.ExecCommit(ctx, q, args...)
+	} else if _, err = c.tx.Exec(ctx, q, args...); err != nil {
+		err = rollback(ctx, c.tx, err)
+	} else {
+		err = c.tx.Commit(ctx)
+	}
+	if denied(err) {
+		c.s.writeBack.Store(-1) // INSERT was revoked since the store asked: claim by locking from now on
+	}
+	return err
+}
+
+// denied reports whether err is the database refusing a statement for lack of a privilege (SQLSTATE 42501, as
+// pgx reports it, directly or through database/sql).
+func denied(err error) bool {
+	var se interface{ SQLState() string }
+	return errors.As(err, &se) && se.SQLState() == "42501"
 }
 
 // headOfLine is the condition of an ordered claim on the outbox aliased o: no earlier record of o's key blocks it.

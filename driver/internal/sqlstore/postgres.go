@@ -108,6 +108,46 @@ func (p postgres) claimQuery(outbox string, ordered, deadHoldsKey bool) string {
 	return q + " ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED"
 }
 
+// deleteClaimQuery deletes the batch the claim would lock. The batch's IDs are locked first (SKIP LOCKED, so
+// concurrent relays split the backlog as they do with the locking claim), then deleted through the primary key:
+// as an array, the IDs keep the plan a primary-key probe per row whatever the limit, where "id IN (subquery)"
+// can make a generic plan hash the whole table.
+func (p postgres) deleteClaimQuery(outbox string) string {
+	return "DELETE FROM " + outbox + " AS o WHERE o.id = ANY(ARRAY(SELECT i.id FROM " + outbox + " AS i" +
+		" WHERE i.status = 'pending' AND i.available_at <= $1 ORDER BY i.id LIMIT $2 FOR UPDATE SKIP LOCKED))" +
+		" RETURNING " + p.recordCols()
+}
+
+func (postgres) mayInsert(outbox string) (string, []any) {
+	return "SELECT has_table_privilege($1, 'INSERT')", []any{outbox}
+}
+
+// restore inserts recs again, as they were read but for what failed says of each, in one statement; inside the
+// claim's transaction that deleted them the primary key is free again.
+func (p postgres) restore(outbox string, recs []driver.Record, failed map[string]driver.Failure) (string, []any, error) {
+	n := len(recs)
+	status, attempts, errs := make([]string, n), make([]int32, n), make([]string, n)
+	rows := make([]driver.Record, n)
+	for i, r := range recs {
+		status[i], attempts[i], errs[i] = string(r.Status), int32(r.Attempts), r.LastError
+		if f, ok := failed[r.ID]; ok {
+			r.AvailableAt, attempts[i], errs[i] = f.AvailableAt, int32(f.Attempts), f.LastError
+			if f.Dead {
+				status[i] = string(driver.StatusDead)
+			}
+		}
+		rows[i] = r
+	}
+	args, err := p.rowArrays(rows)
+	if err != nil {
+		return "", nil, err
+	}
+	q := "INSERT INTO " + outbox + " (id, topic, key, type, payload, headers, available_at, created_at, status, attempts, last_error)" +
+		" SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[]," +
+		" $7::timestamptz[], $8::timestamptz[], $9::text[], $10::int[], $11::text[])"
+	return q, append(args, status, attempts, errs), nil
+}
+
 const pgInsertColumns = "(id, topic, key, type, payload, headers, available_at, created_at)"
 
 // insert writes one record with a VALUES row and several with unnest over arrays: one statement either way.
@@ -151,6 +191,11 @@ func (p postgres) rowsArgs(recs []driver.Record) ([]any, error) {
 	if len(recs) == 1 {
 		return insertArgs(p, recs[0])
 	}
+	return p.rowArrays(recs)
+}
+
+// rowArrays are the eight arguments of an insert from unnest: one array per column of pgInsertColumns.
+func (p postgres) rowArrays(recs []driver.Record) ([]any, error) {
 	n := len(recs)
 	ids, topics, keys, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([][]byte, n), make([]*string, n)

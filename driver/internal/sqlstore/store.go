@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
@@ -17,9 +18,11 @@ type store[TTx any] struct {
 	d Dialect
 	n driver.Names
 
-	outbox string // quoted, qualified
-	claim  string
-	peek   string // is anything claimable?
+	outbox      string // quoted, qualified
+	claim       string
+	deleteClaim string       // the claim that deletes what it returns, where the dialect has one
+	writeBack   atomic.Int32 // whether the store's role may insert the rows a deleting claim writes back: 0 unknown, 1 yes, -1 no
+	peek        string       // is anything claimable?
 }
 
 // New returns the store for the table set n. It validates n first, so that no SQL is ever built from a name that
@@ -30,6 +33,9 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 	}
 	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
 	s.claim = d.claimQuery(s.outbox, false, false)
+	if dd, ok := d.(deletingDialect); ok {
+		s.deleteClaim = dd.deleteClaimQuery(s.outbox)
+	}
 	s.peek = "SELECT 1 FROM " + s.outbox + " WHERE status = 'pending' AND available_at <= " + d.ph(1) + " LIMIT 1"
 	if nt, ok := d.(notifyingDialect); ok {
 		return notifyingStore[TTx]{s, nt}, nil

@@ -41,7 +41,8 @@ func TestPipelinedClaimAndSettleFailures(t *testing.T) {
 		t.Fatalf("%d connections still held after a failed claim", n)
 	}
 
-	// A settle the database refuses (a trigger here) rolls back: nothing is lost, and the connection is free.
+	// A settle the database refuses (a trigger deferred to COMMIT here, which refuses the settle whether the claim
+	// or the settle deleted the rows) rolls back: nothing is lost, and the connection is free.
 	c := drivertest.Client(t, drv, nil)
 	table := c.Config().Table
 	if _, err := pool.Exec(ctx, `CREATE FUNCTION pbt_refuse() RETURNS trigger LANGUAGE plpgsql AS
@@ -49,7 +50,8 @@ func TestPipelinedClaimAndSettleFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Exec(context.Background(), "DROP FUNCTION pbt_refuse() CASCADE")
-	if _, err := pool.Exec(ctx, `CREATE TRIGGER pbt_refuse BEFORE DELETE ON "`+table+`" FOR EACH ROW EXECUTE FUNCTION pbt_refuse()`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE CONSTRAINT TRIGGER pbt_refuse AFTER DELETE ON "`+table+`"
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pbt_refuse()`); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
