@@ -1,14 +1,27 @@
-package cli
+package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 )
 
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runDemoCmd(args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
+}
+
 // TestDemoJSON: the demo delivers every committed event exactly once, duplicates injected and skipped.
 func TestDemoJSON(t *testing.T) {
-	r := run(t, nil, "demo", "--json", "--orders", "400", "--duplicates", "30")
+	r := runDemoCmd("--json", "--orders", "400", "--duplicates", "30")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d: %s", r.code, r.stderr)
 	}
@@ -29,9 +42,23 @@ func TestDemoJSON(t *testing.T) {
 }
 
 func TestDemoText(t *testing.T) {
-	r := run(t, nil, "demo", "--orders", "50")
+	r := runDemoCmd("--orders", "50")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d: %s", r.code, r.stderr)
 	}
-	mustContain(t, "demo", r.stdout, "orders committed with their event        50", "events lost                               0", "events/s")
+	for _, want := range []string{"orders committed with their event        50", "events lost                               0", "events/s"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo printed no %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestDemoUsage: a wrong flag value exits 2 and names the flag.
+func TestDemoUsage(t *testing.T) {
+	for _, args := range [][]string{{"--duplicates", "200"}, {"--orders", "0"}, {"extra"}, {"--log-level", "loud"}} {
+		r := runDemoCmd(args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, strings.TrimPrefix(args[0], "extra")) {
+			t.Errorf("demo %q: exit %d, stderr %q; want exit 2 naming %s", args, r.code, r.stderr, args[0])
+		}
+	}
 }
