@@ -2,12 +2,12 @@
 // commit in one transaction, the relay publishes the event to NATS, and a billing service consumes it through
 // broker.Consume and Consumer.Process, charging the order once and emitting payment.charged through the outbox in
 // the same transaction. The README's quick start and "Consuming exactly once" sections are cut from this file,
-// between the "README:" markers; a test checks that they match.
+// between the "docs:" markers; a test checks that they match.
 //
 //	DATABASE_URL=postgres://localhost:5432/shop NATS_URL=nats://127.0.0.1:4222 go run ./examples/endtoend
 package main
 
-// README: quick start, imports
+// docs: quick start, imports
 import (
 	"context"
 	"encoding/json"
@@ -29,7 +29,7 @@ import (
 	"github.com/postbox-go/postbox/driver/pgxv5"
 )
 
-// README: end
+// docs: end
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -62,7 +62,7 @@ type charged struct {
 // run commits one order, relays its event and charges it, and returns the order's ID once the charge is in the
 // database and the payment event is on NATS.
 func run(ctx context.Context, dbURL, natsURL string) (string, error) {
-	// README: quick start, client
+	// docs: quick start, client
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return "", err
@@ -75,13 +75,13 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	if _, err := client.Migrate(ctx); err != nil { // or apply client.Migrations() with your migration tool
 		return "", err
 	}
-	// README: end
+	// docs: end
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, cents int NOT NULL);
 		CREATE TABLE IF NOT EXISTS charges (order_id text NOT NULL, cents int NOT NULL)`); err != nil {
 		return "", err
 	}
 
-	// README: quick start, broker
+	// docs: relay, broker
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return "", err
@@ -101,9 +101,9 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// README: end
+	// docs: end
 
-	// README: quick start, relay
+	// docs: relay, run
 	relay, err := postbox.NewRelay(client, publisher, nil)
 	if err != nil {
 		return "", err
@@ -112,14 +112,14 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(relayCtx) }() // Run blocks until ctx is cancelled; the batch in flight settles first
 	defer func() { stopRelay(); <-relayDone }()
-	// README: end
+	// docs: end
 
 	orderID, err := placeOrder(ctx, pool, client, 1250)
 	if err != nil {
 		return "", err
 	}
 
-	// README: consuming, consumer
+	// docs: consuming, consumer
 	cons, err := natsbroker.EnsureConsumer(ctx, js, "SHOP", jetstream.ConsumerConfig{Durable: "billing",
 		FilterSubject: "orders", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
@@ -143,7 +143,7 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	consumeDone := make(chan error, 1)
 	// Consume blocks until ctx is cancelled; it acks, nacks or rejects each delivery by its outcome.
 	go func() { consumeDone <- broker.Consume(consumeCtx, sub, consumer, charge, nil) }()
-	// README: end
+	// docs: end
 
 	err = waitCharged(ctx, pool, client, orderID)
 	stopConsuming()
@@ -153,6 +153,8 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	return orderID, err
 }
 
+// docs: quick start, enqueue
+
 // placeOrder saves an order and its event in one transaction.
 func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *postbox.Client[pgx.Tx], cents int) (string, error) {
 	orderID := postbox.NewID()
@@ -160,7 +162,6 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *postbox.Client[
 	if err != nil {
 		return "", err
 	}
-	// README: quick start, enqueue
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return "", err
@@ -176,9 +177,10 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, client *postbox.Client[
 	if err := tx.Commit(ctx); err != nil {
 		return "", err
 	}
-	// README: end
 	return orderID, nil
 }
+
+// docs: end
 
 // waitCharged waits until the order's charge is in the database and the outbox is empty: the payment event it
 // enqueued has been published.
