@@ -3,10 +3,12 @@ module github.com/postbox-go/postbox/examples/orm
 go 1.26.0
 
 require (
+	entgo.io/ent v0.14.5
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/postbox-go/postbox v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/driver/databasesql v0.0.0-00010101000000-000000000000
+	github.com/postbox-go/postbox/driver/pgxv5 v0.0.0-00010101000000-000000000000
 	github.com/postbox-go/postbox/internal/testenv v0.0.0-00010101000000-000000000000
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0
@@ -17,6 +19,7 @@ require (
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
