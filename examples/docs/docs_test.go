@@ -1,5 +1,6 @@
-// Package docs checks that every Go snippet in the README and docs/ is cut from a program under examples/ that
-// the tests compile and run, so that the documentation cannot drift from code that works.
+// Package docs checks that every Go snippet in the README and docs/ is cut from a program under examples/ (or
+// from an Example function, in an example_test.go file) that the tests compile and run, so that the
+// documentation cannot drift from code that works.
 //
 // A snippet is marked in the Markdown by the comment line right above its fence:
 //
@@ -40,8 +41,8 @@ func TestSnippetsMatchExamples(t *testing.T) {
 				t.Errorf("%s: a Go snippet with no <!-- go: examples/PROGRAM REGION --> line above it; cut it from a program under examples/", where)
 				continue
 			}
-			if !strings.HasPrefix(s.file, "examples/") {
-				t.Errorf("%s: snippet from %s; snippets come from programs under examples/", where, s.file)
+			if !strings.HasPrefix(s.file, "examples/") && !strings.HasSuffix(s.file, "example_test.go") {
+				t.Errorf("%s: snippet from %s; snippets come from programs under examples/ or Example functions", where, s.file)
 				continue
 			}
 			want, err := regions(filepath.Join(root, s.file), s.region)
