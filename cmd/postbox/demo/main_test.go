@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,5 +63,39 @@ func TestDemoUsage(t *testing.T) {
 		if r.code != exitUsage || !strings.Contains(r.stderr, strings.TrimPrefix(args[0], "extra")) {
 			t.Errorf("demo %q: exit %d, stderr %q; want exit 2 naming %s", args, r.code, r.stderr, args[0])
 		}
+	}
+}
+
+// TestBinaryDemo runs the demo as someone trying Postbox for the first time would: no POSTBOX_* settings and, where
+// network namespaces allow it, no network service to reach, since the demo embeds its database and broker.
+func TestBinaryDemo(t *testing.T) {
+	binary := filepath.Join(t.TempDir(), "demo")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(binary, "--json")
+	// The probe brings the loopback up too: the embedded NATS server listens on 127.0.0.1.
+	if err := exec.Command("unshare", "-rn", "ip", "link", "set", "lo", "up").Run(); err == nil {
+		cmd = exec.Command("unshare", "-rn", "sh", "-c", `ip link set lo up 2>/dev/null; exec "$0" "$@"`, binary, "--json")
+	} else {
+		t.Logf("no unprivileged network namespace here (unshare -rn: %v): the demo runs with this machine's network", err)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "POSTBOX_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var sum struct {
+		Committed, Published, Lost int64
+		ProcessedTwice             int64 `json:"processed_twice"`
+	}
+	if jerr := json.Unmarshal(out.Bytes(), &sum); jerr != nil || err != nil {
+		t.Fatalf("demo --json: %v, %v\n%s%s", err, jerr, out.String(), errOut.String())
+	}
+	if sum.Lost != 0 || sum.ProcessedTwice != 0 || sum.Committed <= 0 || sum.Published != sum.Committed {
+		t.Fatalf("demo: want lost 0, processed twice 0 and committed == published > 0; got %s", out.String())
 	}
 }
