@@ -186,29 +186,6 @@ func redactURL(raw string) string {
 	return "(an unparsable URL)"
 }
 
-// dbScheme is the database a URL names: postgres, sqlite or what its scheme says.
-func dbScheme(raw string) string {
-	scheme, _, _ := strings.Cut(raw, ":")
-	switch s := strings.ToLower(scheme); s {
-	case "postgres", "postgresql":
-		return "postgres"
-	case "sqlite", "sqlite3", "file":
-		return "sqlite"
-	default:
-		return s
-	}
-}
-
-// sqlitePath splits sqlite:PATH?QUERY (or sqlite://PATH, sqlite:///ABSOLUTE) into the file and the query.
-func sqlitePath(raw string) (path, query string, err error) {
-	_, rest, _ := strings.Cut(raw, ":")
-	path, query, _ = strings.Cut(strings.TrimPrefix(rest, "//"), "?")
-	if path == "" {
-		return "", "", usageErrorf("--db %s: no file; write sqlite:path/to/file.db", raw)
-	}
-	return path, query, nil
-}
-
 // benchScenarioList is the help's list of scenarios.
 func benchScenarioList() string {
 	var b strings.Builder
@@ -228,8 +205,9 @@ type benchOptions struct {
 // connects.
 func (bo *benchOptions) resolve() error {
 	o := &bo.opts
-	switch dbScheme(bo.db) {
-	case "postgres":
+	scheme, rest, _ := strings.Cut(bo.db, ":")
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
 		switch bo.driver {
 		case "", bench.DBPgxV5:
 			o.DB = bench.DBPgxV5
@@ -239,13 +217,13 @@ func (bo *benchOptions) resolve() error {
 			return usageErrorf("--driver %q: use %s or %s", bo.driver, bench.DBPgxV5, bench.DBDatabaseSQL)
 		}
 		o.URL = bo.db
-	case "sqlite":
+	case "sqlite", "sqlite3", "file":
 		if bo.driver != "" && bo.driver != bench.DBDatabaseSQL {
 			return usageErrorf("--driver %q: SQLite is measured through %s only; leave --driver out", bo.driver, bench.DBDatabaseSQL)
 		}
-		path, query, err := sqlitePath(bo.db)
-		if err != nil {
-			return err
+		path, query, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+		if path == "" {
+			return usageErrorf("--db %s: no file; write sqlite:path/to/file.db", bo.db)
 		}
 		if query != "" {
 			return usageErrorf("--db %s: the bench sets its own SQLite options; give only the file, sqlite:%s", bo.db, path)
@@ -254,8 +232,7 @@ func (bo *benchOptions) resolve() error {
 	default:
 		return usageErrorf("--db %s: the bench measures PostgreSQL (postgres://user:pass@host:5432/db) or SQLite (sqlite:FILE)", redactURL(bo.db))
 	}
-	scheme, _, _ := strings.Cut(o.NATSURL, "://")
-	if !strings.EqualFold(scheme, "nats") || strings.Contains(o.NATSURL, "?") {
+	if natsScheme, _, _ := strings.Cut(o.NATSURL, "://"); !strings.EqualFold(natsScheme, "nats") || strings.Contains(o.NATSURL, "?") {
 		return usageErrorf("--broker %s: the bench publishes to NATS only; give the server as nats://[user:pass@]host:4222, without parameters",
 			redactURL(o.NATSURL))
 	}
