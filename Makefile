@@ -6,7 +6,7 @@ test:
 
 # Orders to outbox to relay to NATS to inbox, on embedded SQLite and NATS, with no set-up.
 demo:
-	go run ./cmd/postbox demo
+	go run ./cmd/postbox/demo
 
 services:
 	scripts/services.sh
@@ -24,4 +24,4 @@ fuzz:
 # Every benchmark scenario, the median of three runs each, against PostgreSQL and NATS (see docs/PERFORMANCE.md).
 bench:
 	scripts/services.sh
-	go run ./cmd/postbox bench --runs 3
+	go run ./bench/cmd/postbox-bench --runs 3

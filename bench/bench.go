@@ -11,9 +11,9 @@
 //	ordered     the relay in ordered mode over many keys against the unordered relay
 //	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
 //
-// Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox command
-// runs the scenarios ('postbox bench'); Run is the same thing for programs that embed it. docs/PERFORMANCE.md has
-// the figures and how to read them.
+// Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
+// command (bench/cmd/postbox-bench) runs the scenarios; Run is the same thing for programs that embed it.
+// docs/PERFORMANCE.md has the figures and how to read them.
 package bench
 
 import (

@@ -1,7 +1,9 @@
 // Command postbox runs the transactional outbox relay and the operator's tools around it: migrations, sending,
-// status, dead letters, and a demo that needs no set-up.
+// status and dead letters.
 //
-//	go run github.com/postbox-go/postbox/cmd/postbox@latest demo
+//	go install github.com/postbox-go/postbox/cmd/postbox@latest
+//
+// The demo is a command of its own: go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
 //
 // See 'postbox --help' and package internal/cli.
 package main

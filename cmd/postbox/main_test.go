@@ -330,31 +330,3 @@ func natsURL() string {
 	}
 	return "nats://127.0.0.1:4222"
 }
-
-// TestBinaryDemo runs the demo as someone trying Postbox for the first time would: no POSTBOX_* settings and, where
-// network namespaces allow it, no network service to reach, since the demo embeds its database and broker.
-func TestBinaryDemo(t *testing.T) {
-	cmd := exec.Command(binary, "demo", "--json")
-	// The probe brings the loopback up too: the embedded NATS server listens on 127.0.0.1.
-	if err := exec.Command("unshare", "-rn", "ip", "link", "set", "lo", "up").Run(); err == nil {
-		cmd = exec.Command("unshare", "-rn", "sh", "-c", `ip link set lo up 2>/dev/null; exec "$0" "$@"`, binary, "demo", "--json")
-	} else {
-		t.Logf("no unprivileged network namespace here (unshare -rn: %v): the demo runs with this machine's network", err)
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "POSTBOX_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	code, out, errOut := run(t, cmd)
-	var sum struct {
-		Committed, Published, Lost int64
-		ProcessedTwice             int64 `json:"processed_twice"`
-	}
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 {
-		t.Fatalf("demo --json: exit %d, %v\n%s%s", code, err, out, errOut)
-	}
-	if sum.Lost != 0 || sum.ProcessedTwice != 0 || sum.Committed <= 0 || sum.Published != sum.Committed {
-		t.Fatalf("demo: want lost 0, processed twice 0 and committed == published > 0; got %s", out)
-	}
-}

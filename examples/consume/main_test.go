@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The README's "Consuming exactly once" section quotes this program: keep it working.
+// The inbox on SQLite, with no set-up: keep it working.
 func TestConsume(t *testing.T) {
 	if err := run(context.Background()); err != nil {
 		t.Fatal(err)

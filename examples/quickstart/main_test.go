@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The quickstart is the README's first command: keep it working.
+// The outbox alone on SQLite, with no set-up: keep it working.
 func TestQuickstart(t *testing.T) {
 	if err := run(context.Background()); err != nil {
 		t.Fatal(err)

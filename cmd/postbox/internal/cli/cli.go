@@ -1,5 +1,7 @@
 // Package cli is the postbox command: the relay daemon and the operator's tools for the outbox (migrations,
-// sending, status, dead letters) and the demo. Run is the whole program; main only wires it to the process.
+// sending, status, dead letters). Run is the whole program; main only wires it to the process. The demo and the
+// benchmark are commands of their own (cmd/postbox/demo, bench/cmd/postbox-bench), so that this binary links no
+// embedded server and no benchmark harness.
 //
 // Every flag can also be set by an environment variable (POSTBOX_ and the flag's name in capitals, dashes as
 // underscores: --publish-timeout is POSTBOX_PUBLISH_TIMEOUT) and by a key of the same name in a YAML config file
@@ -42,8 +44,8 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{demoCommand, relayCommand, migrateCommand, sendCommand, statusCommand, deadCommand,
-		cleanupCommand, partitionsCommand, benchCommand, versionCommand}
+	commands = []*command{relayCommand, migrateCommand, sendCommand, statusCommand, deadCommand,
+		cleanupCommand, partitionsCommand, versionCommand}
 }
 
 func lookup(name string) *command {
@@ -209,7 +211,7 @@ Secrets in URLs (passwords, token parameters) are never printed.
 
 Exit codes: 0 success, 1 run-time failure, 2 usage error.
 
-Start here: postbox demo
+New to Postbox? See it at work with no set-up: go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
 `)
 }
 

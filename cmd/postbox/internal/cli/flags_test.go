@@ -131,7 +131,6 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "nats://127.0.0.1:4222?streem=X"}, `unknown parameter "streem"`},
 		{nil, []string{"status", "--db", "sqlite:x.db", "--log-level", "loud"}, "--log-level"},
 		{nil, []string{"status", "--db", "sqlite:x.db", "--table", "drop table"}, "not a valid identifier"},
-		{nil, []string{"demo", "--duplicates", "200"}, "--duplicates between 0 and 100"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?maxlen=lots"}, `maxlen="lots": write a whole number`},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?maxlen=5&maxage=1h"}, "set maxlen or maxage, not both"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "redis://127.0.0.1:6379/?stream_prefx=a"}, "unexpected option: stream_prefx; Redis URLs take stream_prefix"},
@@ -210,7 +209,7 @@ func TestConfigFileErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	r := run(t, nil, "--help")
-	mustContain(t, "postbox --help", r.stdout, "Commands:", "relay", "demo", "Exit codes: 0 success, 1 run-time failure, 2 usage error")
+	mustContain(t, "postbox --help", r.stdout, "Commands:", "relay", "cmd/postbox/demo", "Exit codes: 0 success, 1 run-time failure, 2 usage error")
 	if r.code != 0 {
 		t.Errorf("--help exit %d", r.code)
 	}

@@ -16,6 +16,7 @@ import (
 // whose body, message ID, timestamp or Postbox headers are not the ones the relay signed, or that is older than
 // five minutes.
 func ExampleVerifier_Middleware() {
+	// docs: verifier
 	// The relay's secret, from your secret store; "whsec_" and base64, as Standard Webhooks libraries take it.
 	secret := "whsec_cG9zdGJveC1leGFtcGxlLXNlY3JldC0wMTIzNDU2Nzg5"
 
@@ -28,7 +29,7 @@ func ExampleVerifier_Middleware() {
 			r.Header.Get("ce-type"), r.Header.Get("ce-partitionkey"), body)
 		w.WriteHeader(http.StatusNoContent)
 	})))
-	// end of the receiver
+	// docs: end
 
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

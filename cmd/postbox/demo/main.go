@@ -1,17 +1,39 @@
-package cli
+// Command demo shows the outbox and inbox at work, with no set-up: an embedded SQLite database and an embedded
+// NATS JetStream server in a temporary directory. It is a command of its own, apart from the postbox relay, so that
+// the relay binary links no server and trying Postbox builds only what the demo runs.
+//
+//	go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+//	go run ./cmd/postbox/demo --orders 20000 --duplicates 25
+//	go run ./cmd/postbox/demo --json | jq .lost
+//
+// An order service commits orders together with their order.created events, the relay publishes the events to
+// JetStream, and a shipping service consumes them, deduplicating every delivery through an inbox
+// (postbox.Process) in the same transaction as its own write. A share of the acks is "lost" on purpose, so
+// JetStream delivers those messages again and the inbox skips them.
+//
+// It prints a live progress line on a terminal, then a summary: orders committed, events published and
+// delivered, duplicate deliveries skipped, events lost (always 0), throughput and enqueue-to-processed latency.
+// With --json the summary is one JSON object. It exits 1 if any event was lost or processed twice, 2 on a
+// wrong flag.
+package main
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,45 +44,86 @@ import (
 	natsbroker "github.com/postbox-go/postbox/broker/natsbroker"
 	"github.com/postbox-go/postbox/broker/natsbroker/embedded"
 	"github.com/postbox-go/postbox/driver/databasesql"
+
+	_ "modernc.org/sqlite"
 )
 
-var demoCommand = &command{
-	name:     "demo",
-	synopsis: "[--json] [--orders N] [--duplicates PERCENT]",
-	summary:  "see the outbox and inbox at work, with no set-up",
-	help: `
-Runs a whole pipeline in one process, with an embedded SQLite database and an embedded NATS JetStream server in a
-temporary directory: an order service commits orders together with their order.created events, the relay
-publishes the events to JetStream, and a shipping service consumes them, deduplicating every delivery through an
-inbox (postbox.Process) in the same transaction as its own write. A share of the acks is "lost" on purpose, so JetStream delivers
-those messages again and the inbox skips them.
+// Exit codes of run.
+const (
+	exitOK      = 0 // every event was processed exactly once
+	exitFailure = 1 // an event was lost or processed twice, or the pipeline failed
+	exitUsage   = 2 // a wrong flag or argument
+)
 
-It prints a live progress line on a terminal, then a summary: orders committed, events published and
-delivered, duplicate deliveries skipped, events lost (always 0), throughput and enqueue-to-processed latency.
-With --json the summary is one JSON object. It exits 1 if any event was lost or processed twice.`,
-	examples: []string{
-		"postbox demo",
-		"postbox demo --orders 20000 --duplicates 25",
-		"postbox demo --json | jq .lost",
-	},
-	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
-		var o demoOptions
-		f.Bool(&o.json, "json", "", "print the summary as one JSON object")
-		f.Int(&o.orders, "orders", 3000, "orders to commit")
-		f.Int(&o.producers, "producers", 4, "concurrent order-service workers")
-		f.Int(&o.rate, "rate", 1500, "orders per second in all, so that latency is measured below saturation; 0 for as fast as possible")
-		f.Int(&o.duplicates, "duplicates", 10, "percent of messages whose ack is lost, so that the broker delivers them again")
-		f.Duration(&o.timeout, "timeout", time.Minute, "give up when the pipeline has not drained by then")
-		return func(ctx context.Context, rt *runtime, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("unexpected argument %q", args[0])
-			}
-			if o.orders <= 0 || o.producers <= 0 || o.rate < 0 || o.duplicates < 0 || o.duplicates > 100 {
-				return usageErrorf("--orders and --producers must be positive, --rate not negative and --duplicates between 0 and 100")
-			}
-			return runDemo(ctx, rt, o)
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runtime is what the demo writes to.
+type runtime struct {
+	stdout, stderr io.Writer
+	tty            bool // stderr is a terminal: a live progress line is welcome
+	log            *slog.Logger
+}
+
+// run is the whole program: it parses args, runs the demo and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o demoOptions
+	f := flag.NewFlagSet("demo", flag.ContinueOnError)
+	f.SetOutput(stderr)
+	f.Usage = func() {
+		fmt.Fprint(stderr, "Usage: go run github.com/postbox-go/postbox/cmd/postbox/demo [--json] [--orders N] [--duplicates PERCENT]\n\n"+
+			"Runs orders → outbox → relay → NATS JetStream → inbox in one process, on embedded SQLite and NATS.\n\nFlags:\n")
+		f.PrintDefaults()
+	}
+	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object")
+	f.IntVar(&o.orders, "orders", 3000, "orders to commit")
+	f.IntVar(&o.producers, "producers", 4, "concurrent order-service workers")
+	f.IntVar(&o.rate, "rate", 1500, "orders per second in all, so that latency is measured below saturation; 0 for as fast as possible")
+	f.IntVar(&o.duplicates, "duplicates", 10, "percent of messages whose ack is lost, so that the broker delivers them again")
+	f.DurationVar(&o.timeout, "timeout", time.Minute, "give up when the pipeline has not drained by then")
+	logLevel := f.String("log-level", "warn", "log level: debug, info, warn or error")
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
 		}
-	},
+		return exitUsage
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "demo: "+format+"\n", a...)
+		return exitUsage
+	}
+	if f.NArg() > 0 {
+		return usage("unexpected argument %q", f.Arg(0))
+	}
+	if o.orders <= 0 || o.producers <= 0 || o.rate < 0 || o.duplicates < 0 || o.duplicates > 100 {
+		return usage("--orders and --producers must be positive, --rate not negative and --duplicates between 0 and 100")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usage("--log-level %q: use debug, info, warn or error", *logLevel)
+	}
+	rt := &runtime{stdout: stdout, stderr: stderr, tty: isTerminal(stderr),
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	if err := runDemo(ctx, rt, o); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 type demoOptions struct {
@@ -109,12 +172,11 @@ func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// WAL so that readers do not block the writer, a busy timeout so that writers wait instead of failing,
+	// immediate transactions so that a transaction that reads first cannot fail to write, and
 	// synchronous(NORMAL): a throwaway database needs no fsync per commit.
-	dsn, err := sqliteDSN("sqlite:" + filepath.Join(dir, "shop.db") + "?_pragma=synchronous(NORMAL)")
-	if err != nil {
-		return err
-	}
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"+
+		"&_pragma=synchronous(NORMAL)&_txlock=immediate")
 	if err != nil {
 		return err
 	}
@@ -264,7 +326,9 @@ wait:
 	s.PerSecond = float64(s.Delivered) / elapsed.Seconds()
 	s.LatencyP50Ms, s.LatencyP99Ms = stats.percentile(0.50), stats.percentile(0.99)
 	if o.json {
-		if err := writeJSON(rt.stdout, s); err != nil {
+		enc := json.NewEncoder(rt.stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
 			return err
 		}
 	} else {

@@ -1,15 +1,73 @@
-package cli
+package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox/bench"
+	"github.com/postbox-go/postbox/internal/testenv"
 )
+
+var (
+	pgOnce sync.Once
+	pgURL  string
+	pgErr  error
+)
+
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	pgOnce.Do(func() { pgURL, pgErr = testenv.FreshPostgres("postbox_test_bench_cmd") })
+	if pgErr != nil {
+		t.Fatal(pgErr)
+	}
+	return pgURL
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func runCmd(ctx context.Context, args ...string) result {
+	var out, errOut syncBuffer
+	code := run(ctx, args, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
+}
+
+func mustContain(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
 
 // TestBench runs a tiny workload of three scenarios against PostgreSQL and checks the figures --json reports.
 func TestBench(t *testing.T) {
@@ -19,10 +77,10 @@ func TestBench(t *testing.T) {
 	}
 	u.User = url.UserPassword(u.User.Username(), "bench-secret") // trust authentication ignores it
 	// --db from the environment, as any flag can be.
-	r := run(t, env("POSTBOX_DB", u.String(), "POSTBOX_BACKLOG", "2000"), "bench", "--json", "--duration", "300ms",
+	r := runCmd(context.Background(), "--db", u.String(), "--backlog", "2000", "--json", "--duration", "300ms",
 		"--idle-window", "500ms", "--rate", "200", "--keys", "20", "--batch-size", "100", "--topic", "bench-cli.orders",
 		"relay", "inbox", "latency")
-	if r.code != ExitOK {
+	if r.code != exitOK {
 		t.Fatalf("bench: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if strings.Contains(r.stdout+r.stderr, "bench-secret") {
@@ -65,11 +123,24 @@ func TestBench(t *testing.T) {
 
 // TestBenchInterrupted: cancelling the run (SIGINT) stops the scenario under way, cleans up and exits 1.
 func TestBenchInterrupted(t *testing.T) {
-	_, stderr, stop := background(t, nil, "bench", "--db", postgresURL(t), "--backlog", "100000", "--batch-size", "100", "relay")
-	eventually(t, "the backlog loading", func() bool { return strings.Contains(stderr.String(), "loading backlog") })
-	r := stop()
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "interrupted during relay") {
-		t.Fatalf("bench cancelled: exit %d, want %d saying it was interrupted; stderr:\n%s", r.code, ExitFailure, r.stderr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--db", postgresURL(t), "--backlog", "100000", "--batch-size", "100", "relay"}, &stdout, &stderr)
+	}()
+	for !strings.Contains(stderr.String(), "loading backlog") {
+		select {
+		case code := <-done:
+			t.Fatalf("bench exited %d before loading its backlog: %s", code, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	r := result{<-done, stdout.String(), stderr.String()}
+	if r.code != exitFailure || !strings.Contains(r.stderr, "interrupted during relay") {
+		t.Fatalf("bench cancelled: exit %d, want %d saying it was interrupted; stderr:\n%s", r.code, exitFailure, r.stderr)
 	}
 }
 
@@ -89,28 +160,27 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--payload-bytes", "8"}, "--payload-bytes is 8; use at least 32"},
 	} {
 		// The database is unreachable: a usage error must come before any connection.
-		args := append([]string{"bench", "--db", "postgres://u:pg-secret@127.0.0.1:1/none"}, c.args...)
-		r := run(t, nil, args...)
-		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
-			t.Errorf("postbox %v: exit %d, stderr %q; want exit %d saying %q", args, r.code, r.stderr, ExitUsage, c.want)
+		args := append([]string{"--db", "postgres://u:pg-secret@127.0.0.1:1/none"}, c.args...)
+		r := runCmd(context.Background(), args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("postbox-bench %v: exit %d, stderr %q; want exit %d saying %q", args, r.code, r.stderr, exitUsage, c.want)
 		}
 		if strings.Contains(r.stderr, "secret") {
-			t.Errorf("postbox %v printed a password: %s", args, r.stderr)
+			t.Errorf("postbox-bench %v printed a password: %s", args, r.stderr)
 		}
 	}
 
-	r := run(t, nil, "bench", "--db", "postgres://u:pg-secret@127.0.0.1:1/none", "relay")
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "PostgreSQL is not reachable at postgres://u:xxxxx@127.0.0.1:1/none") {
+	r := runCmd(context.Background(), "--db", "postgres://u:pg-secret@127.0.0.1:1/none", "relay")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "PostgreSQL is not reachable at postgres://u:xxxxx@127.0.0.1:1/none") {
 		t.Errorf("bench on an unreachable database: exit %d, stderr %q", r.code, r.stderr)
 	}
 
-	r = run(t, nil, "bench", "--help")
-	if r.code != ExitOK {
+	r = runCmd(context.Background(), "--help")
+	if r.code != exitOK {
 		t.Fatalf("bench --help: exit %d", r.code)
 	}
 	for _, s := range append(bench.Scenarios(), "all") {
 		mustContain(t, "bench --help", r.stdout, "\n  "+s+" ")
 	}
-	mustContain(t, "bench --help", r.stdout, bench.Describe("relay-nats"), "--backlog N", "POSTBOX_BROKER", "postbox bench --json relay latency")
-	mustContain(t, "postbox --help", run(t, nil, "--help").stdout, "bench ")
+	mustContain(t, "bench --help", r.stdout, bench.Describe("relay-nats"), "-backlog int", "postbox-bench --json relay latency")
 }

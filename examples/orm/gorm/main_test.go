@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/postbox-go/postbox/examples/orm/internal/ormtest"
+)
+
+func TestEventIfAndOnlyIfCommit(t *testing.T) {
+	ctx := context.Background()
+	db, client, err := open(ctx, ormtest.Database(t, "gorm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ormtest.EventIfAndOnlyIfCommit(t, ormtest.Example{
+		Place: func(ctx context.Context, orderID string, cents int64) error {
+			return placeOrder(ctx, db, client, orderID, cents)
+		},
+		Orders: func(ctx context.Context) (n int, err error) {
+			var c int64
+			err = db.WithContext(ctx).Model(&Order{}).Count(&c).Error
+			return int(c), err
+		},
+		Stats: client.Stats,
+	})
+}

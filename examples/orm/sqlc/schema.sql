@@ -1,0 +1,4 @@
+CREATE TABLE orders (
+    id text PRIMARY KEY,
+    cents bigint NOT NULL
+);
