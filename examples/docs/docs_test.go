@@ -41,7 +41,7 @@ func TestSnippetsMatchExamples(t *testing.T) {
 				t.Errorf("%s: a Go snippet with no <!-- go: examples/PROGRAM REGION --> line above it; cut it from a program under examples/", where)
 				continue
 			}
-			if !strings.HasPrefix(s.file, "examples/") && !strings.HasSuffix(s.file, "example_test.go") {
+			if !strings.HasPrefix(s.file, "examples/") && !strings.HasSuffix(s.file, "_test.go") {
 				t.Errorf("%s: snippet from %s; snippets come from programs under examples/ or Example functions", where, s.file)
 				continue
 			}

@@ -15,6 +15,7 @@ import (
 // listens on a direct connection to PostgreSQL (or, without one, sets DisableListen and polls).
 func ExampleDriver_WithListenConfig() {
 	ctx := context.Background()
+	// docs: pooler
 	cfg, err := pgxpool.ParseConfig("postgres://app@pgbouncer:6432/app")
 	if err != nil {
 		log.Fatal(err)
@@ -41,5 +42,6 @@ func ExampleDriver_WithListenConfig() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// docs: end
 	_ = relay.Run(ctx)
 }
