@@ -9,7 +9,6 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.1.0
-	github.com/postbox-go/postbox/bench v0.1.0
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
