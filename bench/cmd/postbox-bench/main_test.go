@@ -155,8 +155,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--db", "sqlite:bench.db", "--driver", "pgxv5"}, "SQLite is measured through databasesql only"},
 		{[]string{"--db", "sqlite:bench.db?_pragma=foreign_keys(1)"}, "give only the file, sqlite:bench.db"},
 		{[]string{"--broker", "kafka://u:kafka-secret@127.0.0.1:9092"}, "the bench publishes to NATS only"},
-		{[]string{"--backlog", "-1"}, `--backlog "-1" is negative`},
-		{[]string{"--idle-window", "-1s"}, `--idle-window "-1s" is negative`},
+		{[]string{"--backlog", "-1"}, "--backlog is -1; use a positive number"},
+		{[]string{"--idle-window", "-1s"}, "--duration, --idle-window and --recheck-delay must not be negative"},
 		{[]string{"--payload-bytes", "8"}, "--payload-bytes is 8; use at least 32"},
 	} {
 		// The database is unreachable: a usage error must come before any connection.
