@@ -50,7 +50,8 @@ done
 echo "-- every module: $((SECONDS - started))s"
 
 # ---- deploy: the image's static build, the Helm chart, the alert rules and the dashboard's metrics -----------
-# (scripts/deploy-check.sh, a module of its own outside go.work; its first run builds the pinned helm and promtool)
+# (scripts/deploy-check.sh, a module of its own outside go.work; its first run builds the pinned helm and compiles
+# the tests' Kubernetes and Prometheus dependencies, each step timed)
 t0=$SECONDS
 STATICCHECK="$staticcheck" scripts/deploy-check.sh
 echo "-- deploy checks: $((SECONDS - t0))s"
