@@ -60,10 +60,5 @@ func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return &brokerConn{
-		name:  RedactURL(raw),
-		pub:   pub,
-		ping:  pub.Ping,
-		close: func(context.Context) error { return pub.Close() },
-	}, nil
+	return ownConn(raw, pub), nil
 }
