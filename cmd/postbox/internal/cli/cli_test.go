@@ -148,6 +148,17 @@ func (tg target) args(args ...string) []string {
 	return append(args, "--db", tg.db, "--table", tg.table, "--inbox-table", tg.table+"_inbox")
 }
 
+// ok runs postbox with args against tg (a nil environ is the test environment) and fails the test unless it
+// exits 0.
+func (tg target) ok(t *testing.T, environ func(string) string, args ...string) result {
+	t.Helper()
+	r := run(t, environ, tg.args(args...)...)
+	if r.code != 0 {
+		t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
 // targets returns a PostgreSQL, a MariaDB and a SQLite target with fresh table names.
 func targets(t *testing.T) []target {
 	table := freshTable()
