@@ -111,3 +111,13 @@ func Unique(name string) string {
 	sum := sha256.Sum256([]byte(wd))
 	return name + "_" + hex.EncodeToString(sum[:4])
 }
+
+// OrExit returns url, or, when err is not nil, prints err and ends the test binary with status 1. It is for
+// TestMain, where a service the tests need must fail the run: testenv.OrExit(testenv.FreshPostgres(name)).
+func OrExit(url string, err error) string {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return url
+}
