@@ -41,6 +41,14 @@ func ownConn(raw string, pub ownPublisher) *brokerConn {
 	}
 }
 
+// brokerFail returns the function a broker opener fails with: a usage error about the broker URL raw, shown
+// redacted, followed by the message format and args give.
+func brokerFail(raw string) func(format string, args ...any) (*brokerConn, error) {
+	return func(format string, args ...any) (*brokerConn, error) {
+		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
+	}
+}
+
 // brokerOptions are the relay's settings every broker adapter may use.
 type brokerOptions struct {
 	source        string // the CloudEvents source
