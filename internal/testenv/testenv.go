@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -120,4 +121,17 @@ func OrExit(url string, err error) string {
 		os.Exit(1)
 	}
 	return url
+}
+
+// Eventually polls cond until it holds, and fails the test, naming what it waited for, if it does not within 30
+// seconds.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -125,13 +125,7 @@ func background(t *testing.T, environ func(string) string, args ...string) (stdo
 // eventually polls cond until it holds or 30 seconds pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }
 
 var tableSeq atomic.Int64
