@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -110,4 +111,27 @@ func Unique(name string) string {
 	wd, _ := os.Getwd()
 	sum := sha256.Sum256([]byte(wd))
 	return name + "_" + hex.EncodeToString(sum[:4])
+}
+
+// OrExit returns url, or, when err is not nil, prints err and ends the test binary with status 1. It is for
+// TestMain, where a service the tests need must fail the run: testenv.OrExit(testenv.FreshPostgres(name)).
+func OrExit(url string, err error) string {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return url
+}
+
+// Eventually polls cond until it holds, and fails the test, naming what it waited for, if it does not within 30
+// seconds.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -24,6 +24,31 @@ type brokerConn struct {
 	close func(ctx context.Context) error // nil: nothing to close
 }
 
+// ownPublisher is a publisher that holds its own connection: it pings and closes it.
+type ownPublisher interface {
+	postbox.Publisher
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// ownConn is the brokerConn of a publisher that holds its own connection, opened from the URL raw.
+func ownConn(raw string, pub ownPublisher) *brokerConn {
+	return &brokerConn{
+		name:  RedactURL(raw),
+		pub:   pub,
+		ping:  pub.Ping,
+		close: func(context.Context) error { return pub.Close() },
+	}
+}
+
+// brokerFail returns the function a broker opener fails with: a usage error about the broker URL raw, shown
+// redacted, followed by the message format and args give.
+func brokerFail(raw string) func(format string, args ...any) (*brokerConn, error) {
+	return func(format string, args ...any) (*brokerConn, error) {
+		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
+	}
+}
+
 // brokerOptions are the relay's settings every broker adapter may use.
 type brokerOptions struct {
 	source        string // the CloudEvents source

@@ -29,9 +29,7 @@ var amqpClientParams = []string{"heartbeat", "connection_timeout", "channel_max"
 // Messages go to the topic exchange X (default amq.topic) with the topic as routing key, with publisher confirms
 // and the mandatory flag, so that a message no queue is bound for fails and is retried instead of vanishing.
 func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
-	fail := func(format string, args ...any) (*brokerConn, error) {
-		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
-	}
+	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fail("not a URL (%v); write amqp://user:pass@host:5672/vhost, with reserved characters in the password percent-encoded",
@@ -60,10 +58,5 @@ func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return &brokerConn{
-		name:  RedactURL(raw),
-		pub:   pub,
-		ping:  pub.Ping,
-		close: func(context.Context) error { return pub.Close() },
-	}, nil
+	return ownConn(raw, pub), nil
 }

@@ -34,9 +34,7 @@ const emulatorEnv = "PUBSUB_EMULATOR_HOST"
 // or the service account key in credentials_file. With PUBSUB_EMULATOR_HOST=host:port set, it publishes to that
 // emulator instead, without credentials.
 func openPubSub(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
-	fail := func(format string, args ...any) (*brokerConn, error) {
-		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
-	}
+	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fail("not a URL (%v); write pubsub://PROJECT", scrubURLError(err))

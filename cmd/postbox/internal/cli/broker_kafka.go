@@ -44,9 +44,7 @@ var kafkaSASL = map[string]func(user, pass string) sasl.Mechanism{
 // client logs in with SASL (sasl=plain by default, or scram-sha-256, scram-sha-512); tls=true connects with TLS.
 // The topics must exist, unless the cluster creates them on first use.
 func openKafka(_ context.Context, raw string, _ *runtime, o brokerOptions) (*brokerConn, error) {
-	fail := func(format string, args ...any) (*brokerConn, error) {
-		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
-	}
+	fail := brokerFail(raw)
 	seeds, u, err := parseKafkaURL(raw)
 	if err != nil {
 		return fail("%v", err)

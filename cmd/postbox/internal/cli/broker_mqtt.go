@@ -27,9 +27,7 @@ var mqttParams = []string{"client_id", "allow_no_subscribers", "session_expiry",
 // A message no subscription matches is dropped by the server, so it fails and is retried, unless
 // allow_no_subscribers=true.
 func openMQTT(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
-	fail := func(format string, args ...any) (*brokerConn, error) {
-		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
-	}
+	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fail("not a URL (%v); write mqtt://user:pass@host:1883", scrubURLError(err))
@@ -67,10 +65,5 @@ func openMQTT(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return &brokerConn{
-		name:  RedactURL(raw),
-		pub:   pub,
-		ping:  pub.Ping,
-		close: func(context.Context) error { return pub.Close() },
-	}, nil
+	return ownConn(raw, pub), nil
 }

@@ -30,9 +30,7 @@ var redisParams = []string{"stream_prefix", "maxlen", "maxage", "require_stream"
 // Each message is added to stream stream_prefix + topic. maxlen or maxage trims the streams as they grow: an
 // entry trimmed before a consumer group read it is lost to that group. rediss:// connects with TLS.
 func openRedis(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
-	fail := func(format string, args ...any) (*brokerConn, error) {
-		return nil, usageErrorf("broker %s: "+format, append([]any{RedactURL(raw)}, args...)...)
-	}
+	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fail("not a URL (%v); write redis://host:6379/?stream_prefix=orders:", scrubURLError(err))

@@ -27,7 +27,7 @@ type relay struct {
 	tg     target   // its database
 	ids    []string // the messages sent before it started
 	base   string   // its HTTP address
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	stop   func() result
 }
 

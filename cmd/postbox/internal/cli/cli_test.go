@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
@@ -71,24 +70,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
-// syncBuffer is a bytes.Buffer safe for a running command and a test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type result struct {
 	code           int
 	stdout, stderr string
@@ -105,7 +86,7 @@ func env(pairs ...string) func(string) string {
 
 func run(t *testing.T, environ func(string) string, args ...string) result {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	if environ == nil {
 		environ = env()
 	}
@@ -114,9 +95,9 @@ func run(t *testing.T, environ func(string) string, args ...string) result {
 }
 
 // background runs a long-running command until stop is called, which returns its result.
-func background(t *testing.T, environ func(string) string, args ...string) (stdout, stderr *syncBuffer, stop func() result) {
+func background(t *testing.T, environ func(string) string, args ...string) (stdout, stderr *testenv.Buffer, stop func() result) {
 	t.Helper()
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &testenv.Buffer{}, &testenv.Buffer{}
 	if environ == nil {
 		environ = env()
 	}
@@ -144,13 +125,7 @@ func background(t *testing.T, environ func(string) string, args ...string) (stdo
 // eventually polls cond until it holds or 30 seconds pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }
 
 var tableSeq atomic.Int64
@@ -165,6 +140,17 @@ type target struct {
 
 func (tg target) args(args ...string) []string {
 	return append(args, "--db", tg.db, "--table", tg.table, "--inbox-table", tg.table+"_inbox")
+}
+
+// ok runs postbox with args against tg (a nil environ is the test environment) and fails the test unless it
+// exits 0.
+func (tg target) ok(t *testing.T, environ func(string) string, args ...string) result {
+	t.Helper()
+	r := run(t, environ, tg.args(args...)...)
+	if r.code != 0 {
+		t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r
 }
 
 // targets returns a PostgreSQL, a MariaDB and a SQLite target with fresh table names.

@@ -30,11 +30,7 @@ func TestCommands(t *testing.T) {
 func testCommands(t *testing.T, tg target) {
 	ok := func(args ...string) result {
 		t.Helper()
-		r := run(t, nil, tg.args(args...)...)
-		if r.code != 0 {
-			t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
-		}
-		return r
+		return tg.ok(t, nil, args...)
 	}
 
 	// migrate sql needs no database: the URL only picks the dialect.

@@ -90,15 +90,7 @@ A config file's keys are shared by every command with that flag: retention there
 				return rep, nil
 			}
 			if sched.once {
-				rep, err := once(ctx)
-				if err != nil {
-					return err
-				}
-				if sched.json {
-					return writeJSON(rt.stdout, rep)
-				}
-				fmt.Fprintln(rt.stdout, rep.String())
-				return nil
+				return printOnce(ctx, rt, &sched, once)
 			}
 			rt.log.Info("cleanup started", "db", RedactURL(o.url), "table", o.table, "interval", sched.interval,
 				"retention", cfg.Retention, "dead_retention", cfg.DeadRetention, "inbox_retention", cfg.InboxRetention)
@@ -241,15 +233,7 @@ retried at the next interval.`,
 					InboxCreated: nonNil(res.InboxCreated), InboxDropped: nonNil(res.InboxDropped)}, nil
 			}
 			if sched.once {
-				rep, err := once(ctx)
-				if err != nil {
-					return err
-				}
-				if sched.json {
-					return writeJSON(rt.stdout, rep)
-				}
-				fmt.Fprintln(rt.stdout, rep.String())
-				return nil
+				return printOnce(ctx, rt, &sched, once)
 			}
 			rt.log.Info("partition maintenance started", "db", RedactURL(o.url), "table", o.table, "interval", sched.interval,
 				"period", cfg.Period.String(), "lookahead", cfg.Lookahead, "retention", cfg.Retention, "inbox_retention", cfg.InboxRetention)
@@ -332,6 +316,19 @@ func (s *schedule) validate() error {
 	case !s.once && s.interval <= 0:
 		return usageErrorf("--interval %v: use a positive duration, such as 10m, or --once", s.interval)
 	}
+	return nil
+}
+
+// printOnce runs once a single time for --once and prints its report, as JSON with --json.
+func printOnce[R fmt.Stringer](ctx context.Context, rt *runtime, s *schedule, once func(context.Context) (R, error)) error {
+	rep, err := once(ctx)
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return writeJSON(rt.stdout, rep)
+	}
+	fmt.Fprintln(rt.stdout, rep.String())
 	return nil
 }
 

@@ -24,11 +24,7 @@ func TestCleanup(t *testing.T) {
 func testCleanup(t *testing.T, tg target) {
 	ok := func(environ func(string) string, args ...string) result {
 		t.Helper()
-		r := run(t, environ, tg.args(args...)...)
-		if r.code != 0 {
-			t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
-		}
-		return r
+		return tg.ok(t, environ, args...)
 	}
 	ok(nil, "migrate", "up")
 	for range 5 {
@@ -100,11 +96,7 @@ func testPartitions(t *testing.T, tg target) {
 	ctx := context.Background()
 	ok := func(args ...string) result {
 		t.Helper()
-		r := run(t, nil, tg.args(args...)...)
-		if r.code != 0 {
-			t.Fatalf("postbox %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
-		}
-		return r
+		return tg.ok(t, nil, args...)
 	}
 	mustContain(t, "migrate sql --partitioned", ok("migrate", "sql", "--partitioned").stdout, "PARTITION BY RANGE")
 	ok("migrate", "up", "--partitioned")

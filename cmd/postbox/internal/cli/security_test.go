@@ -20,9 +20,7 @@ func deadAndPending(t *testing.T, tg target) func() (pending, dead int64) {
 	t.Helper()
 	ok := func(args ...string) {
 		t.Helper()
-		if r := run(t, nil, tg.args(args...)...); r.code != 0 {
-			t.Fatalf("postbox %v: exit %d\n%s", args, r.code, r.stderr)
-		}
+		tg.ok(t, nil, args...)
 	}
 	ok("migrate", "up")
 	for range 2 {

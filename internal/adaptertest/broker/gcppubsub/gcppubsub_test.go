@@ -16,6 +16,7 @@ import (
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/broker/brokertest"
 	"github.com/postbox-go/postbox/broker/gcppubsub"
+	"github.com/postbox-go/postbox/internal/testenv"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -204,7 +205,7 @@ func TestRejectAcksForeignAndRejected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sub.Receive(ctx, handle) }()
-	waitFor(t, "every message acked once", func() bool {
+	testenv.Eventually(t, "every message acked once", func() bool {
 		ms := srv.Messages()
 		for _, m := range ms {
 			if m.Acks != 1 {
@@ -251,17 +252,6 @@ func TestNackRejectedDeadLetters(t *testing.T) {
 		func(*broker.Delivery) bool { return true })
 	if got != recs[0].ID {
 		t.Fatalf("dead-letter topic delivered %s, want %s", got, recs[0].ID)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -356,34 +356,6 @@ func TestSubscriberRecovers(t *testing.T) {
 	}
 }
 
-func TestReceiveAlreadyRunning(t *testing.T) {
-	topic := brokertest.Topic()
-	sub := subscriber(t, mqttbroker.SubscriberConfig{ClientID: clientPrefix + topic, Topics: []string{topic}})
-	if err := publisher(t, mqttbroker.PublisherConfig{}).Publish(context.Background(), brokertest.Records(topic, 1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	running := make(chan struct{})
-	var once sync.Once
-	done := make(chan error, 1)
-	go func() {
-		done <- sub.Receive(ctx, func(ctx context.Context, d *broker.Delivery) {
-			_ = d.Ack(ctx)
-			once.Do(func() { close(running) })
-		})
-	}()
-	<-running
-	err := sub.Receive(ctx, func(context.Context, *broker.Delivery) {})
-	cancel()
-	if err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Errorf("second concurrent Receive = %v, want an error saying it is already running", err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("first Receive: %v", err)
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
 	for name, cfg := range map[string]*mqttbroker.PublisherConfig{
 		"nil":       nil,

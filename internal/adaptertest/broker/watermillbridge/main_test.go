@@ -1,8 +1,6 @@
 package watermillbridge_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -14,10 +12,6 @@ import (
 var dbURL string
 
 func TestMain(m *testing.M) {
-	var err error
-	if dbURL, err = testenv.FreshPostgres("postbox_test_watermill"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	dbURL = testenv.OrExit(testenv.FreshPostgres("postbox_test_watermill"))
 	goleak.VerifyTestMain(m)
 }

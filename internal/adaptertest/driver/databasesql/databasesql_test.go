@@ -27,15 +27,8 @@ func TestMain(m *testing.M) {
 	if drivertest.IsChild() {
 		os.Exit(runChild())
 	}
-	var err error
-	if pgURL, err = testenv.FreshPostgres("postbox_test_databasesql"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if myDSN, err = testenv.FreshMySQL("postbox_test_mysql"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	pgURL = testenv.OrExit(testenv.FreshPostgres("postbox_test_databasesql"))
+	myDSN = testenv.OrExit(testenv.FreshMySQL("postbox_test_mysql"))
 	goleak.VerifyTestMain(m)
 }
 

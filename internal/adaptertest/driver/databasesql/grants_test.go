@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,25 +21,15 @@ import (
 // securityDoc holds the grants this test runs, so that the documented grants are the tested ones.
 const securityDoc = "../../../../docs/SECURITY.md"
 
-// sqlStatements returns the statements of the SQL code block that follows the marker comment in doc.
-func sqlStatements(t *testing.T, doc, marker string) []string {
+// sqlStatements returns the statements of the SQL code block that follows the marker comment in securityDoc.
+func sqlStatements(t *testing.T, marker string) []string {
 	t.Helper()
-	i := strings.Index(doc, "<!-- "+marker+" -->")
-	if i < 0 {
-		t.Fatalf("%s has no %q block", securityDoc, marker)
-	}
-	rest := doc[i:]
-	start := strings.Index(rest, "```sql\n")
-	if start < 0 {
-		t.Fatalf("%s: no ```sql block after %q", securityDoc, marker)
-	}
-	body := rest[start+len("```sql\n"):]
-	end := strings.Index(body, "```")
-	if end < 0 {
-		t.Fatalf("%s: the ```sql block after %q does not end", securityDoc, marker)
+	body, err := testenv.DocSQL(securityDoc, marker)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var out []string
-	for _, s := range strings.Split(body[:end], ";\n") {
+	for _, s := range strings.Split(body, ";\n") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
@@ -53,25 +42,21 @@ func sqlStatements(t *testing.T, doc, marker string) []string {
 func TestMySQLLeastPrivilegeGrants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := os.ReadFile(securityDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := mysql.ParseDSN(myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	suffix := strings.TrimPrefix(testenv.Unique(""), "_")
-	user := func(job string) string { return "pbt_" + job + "_" + suffix }
+	user := func(job string) string { return testenv.GrantRole(job, suffix) }
 	rename := func(stmts []string) []string {
 		for i, s := range stmts {
-			s = regexp.MustCompile(`\bpostbox_(migrator|app|relay|maintainer)\b`).ReplaceAllString(s, "pbt_${1}_"+suffix)
+			s = testenv.RenameGrantRoles(s, suffix)
 			stmts[i] = regexp.MustCompile(`\bapp\.`).ReplaceAllString(s, "`"+cfg.DBName+"`.")
 		}
 		return stmts
 	}
-	setup := rename(sqlStatements(t, string(raw), "mysql-grants: setup"))
-	tables := rename(sqlStatements(t, string(raw), "mysql-grants: tables"))
+	setup := rename(sqlStatements(t, "mysql-grants: setup"))
+	tables := rename(sqlStatements(t, "mysql-grants: tables"))
 
 	admin := open(t, "mysql", myDSN)
 	jobs := []string{"migrator", "app", "relay", "maintainer"}

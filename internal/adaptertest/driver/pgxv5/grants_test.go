@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,24 +23,14 @@ import (
 // securityDoc holds the grants this test runs, so that the documented grants are the tested ones.
 const securityDoc = "../../../../docs/SECURITY.md"
 
-// sqlBlock returns the SQL code block that follows the marker comment in doc.
-func sqlBlock(t *testing.T, doc, marker string) string {
+// sqlBlock returns the SQL code block that follows the marker comment in securityDoc.
+func sqlBlock(t *testing.T, marker string) string {
 	t.Helper()
-	i := strings.Index(doc, "<!-- "+marker+" -->")
-	if i < 0 {
-		t.Fatalf("%s has no %q block", securityDoc, marker)
+	body, err := testenv.DocSQL(securityDoc, marker)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rest := doc[i:]
-	start := strings.Index(rest, "```sql\n")
-	if start < 0 {
-		t.Fatalf("%s: no ```sql block after %q", securityDoc, marker)
-	}
-	body := rest[start+len("```sql\n"):]
-	end := strings.Index(body, "```")
-	if end < 0 {
-		t.Fatalf("%s: the ```sql block after %q does not end", securityDoc, marker)
-	}
-	return body[:end]
+	return body
 }
 
 // TestLeastPrivilegeGrants runs the PostgreSQL grants of docs/SECURITY.md, with role and schema names of this
@@ -50,20 +39,16 @@ func sqlBlock(t *testing.T, doc, marker string) string {
 func TestLeastPrivilegeGrants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := os.ReadFile(securityDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	suffix := strings.TrimPrefix(testenv.Unique(""), "_")
 	schema := "pbt_grants_" + suffix
-	role := func(job string) string { return "pbt_" + job + "_" + suffix }
+	role := func(job string) string { return testenv.GrantRole(job, suffix) }
 	rename := func(sql string) string {
-		sql = regexp.MustCompile(`\bpostbox_(migrator|app|relay|maintainer)\b`).ReplaceAllString(sql, "pbt_${1}_"+suffix)
+		sql = testenv.RenameGrantRoles(sql, suffix)
 		// The schema is the word postbox standing alone: in postbox_outbox no word boundary follows it.
 		return regexp.MustCompile(`\bpostbox\b`).ReplaceAllString(sql, schema)
 	}
-	setup := rename(sqlBlock(t, string(raw), "postgres-grants: setup"))
-	tables := rename(sqlBlock(t, string(raw), "postgres-grants: tables"))
+	setup := rename(sqlBlock(t, "postgres-grants: setup"))
+	tables := rename(sqlBlock(t, "postgres-grants: tables"))
 
 	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {

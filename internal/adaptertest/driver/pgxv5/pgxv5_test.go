@@ -23,11 +23,7 @@ func TestMain(m *testing.M) {
 	if drivertest.IsChild() {
 		os.Exit(runChild())
 	}
-	var err error
-	if dbURL, err = testenv.FreshPostgres("postbox_test_pgxv5"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	dbURL = testenv.OrExit(testenv.FreshPostgres("postbox_test_pgxv5"))
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,7 +1,6 @@
 package pgxv5_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,27 +17,10 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver/drivertest"
 	"github.com/postbox-go/postbox/driver/pgxv5"
+	"github.com/postbox-go/postbox/internal/testenv"
 	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 	"github.com/postbox-go/postbox/postboxtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the relay's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRelayLogsOutageOnce: a relay whose database becomes unreachable (every connection cut, new ones closed at
 // once) logs one line when it stops being able to work and one when it resumes, however many attempts it made
@@ -78,7 +60,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	if _, err := producer.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	relayCfg := *cfg
 	relayCfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	relayClient, err := postbox.NewClient(pgxv5.New(relayPool), &relayCfg)
@@ -160,7 +142,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 func TestRelayProbesADownBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cfg := drivertest.Tables(nil)
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	client, err := postbox.NewClient(newDriver(t), cfg)
