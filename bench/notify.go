@@ -38,19 +38,11 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	}
 	channel := driver.Names{Outbox: table, Inbox: table + "_inbox"}.Channel()
 
-	rc, err := t.open(ctx, o.workers(false)+2)
+	relay, err := startRelay(ctx, t, coalesced, noopPublisher, o)
 	if err != nil {
 		return Result{}, err
 	}
-	defer rc.close()
-	relay, err := newRelay(rc, coalesced, noopPublisher, o, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	rctx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Run(rctx) }()
+	defer relay.close()
 
 	domain := insertDomain(t)
 	producer := func(client *postbox.Client[TTx], notifyEach bool) func(ctx context.Context, i int64) error {
@@ -75,8 +67,7 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	stopRelay()
-	if err := <-relayDone; err != nil {
+	if err := relay.stop(); err != nil {
 		return Result{}, err
 	}
 	res := newResult(rates[0], rates[1])
