@@ -16,19 +16,11 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 		return Result{Skipped: "notifications are a PostgreSQL feature"}, nil
 	}
 	const table = "bench_notify"
-	c, err := t.open(ctx, o.NotifyClients+2)
+	c, coalesced, closeDomain, err := openDomain(ctx, t, o, o.NotifyClients+2, table)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	if err := newDomainTable(ctx, t, c); err != nil {
-		return Result{}, err
-	}
-	coalesced, err := newOutbox(ctx, t, c, table, o.clientConfig())
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	defer closeDomain()
 	quiet, err := sameClient(c, coalesced, func(cfg *postbox.Config) { cfg.DisableNotify = true })
 	if err != nil {
 		return Result{}, err
