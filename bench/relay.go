@@ -44,10 +44,9 @@ func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result
 // drainSetup is what a drain scenario runs on: a loaded backlog in table and its copy in rawTable, reached through
 // conns, and a relay on table with connections of its own.
 type drainSetup[TTx any] struct {
-	conns  *conns[TTx]
-	client *postbox.Client[TTx]
-	relay  *postbox.Relay
-	close  func()
+	conns *conns[TTx]
+	relay *postbox.Relay
+	close func()
 }
 
 // prepareDrain opens n connections, loads the backlog into table and rawTable (see loadBacklog) and makes a relay
@@ -78,7 +77,7 @@ func prepareDrain[TTx any](ctx context.Context, t *target[TTx], o Options, n int
 		return nil, err
 	}
 	undo = append(undo, rc.close)
-	return &drainSetup[TTx]{conns: c, client: client, relay: relay, close: cleanup}, nil
+	return &drainSetup[TTx]{conns: c, relay: relay, close: cleanup}, nil
 }
 
 // openRelay opens connections for a relay on client's tables (as many as its workers, and two more) and makes the
