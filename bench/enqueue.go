@@ -21,19 +21,11 @@ const enqueueBatch = 100
 // the same row instead (insert_ratio).
 func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
 	const table, rawTable, orderedTable = "bench_enqueue", "bench_enqueue_raw", "bench_enqueue_ordered"
-	c, err := t.open(ctx, o.Clients+2)
+	c, client, closeDomain, err := openDomain(ctx, t, o, o.Clients+2, table)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	if err := newDomainTable(ctx, t, c); err != nil {
-		return Result{}, err
-	}
-	client, err := newOutbox(ctx, t, c, table, o.clientConfig())
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	defer closeDomain()
 	if _, err := newOutbox(ctx, t, c, rawTable, o.clientConfig()); err != nil {
 		return Result{}, err
 	}

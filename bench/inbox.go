@@ -10,19 +10,11 @@ import (
 // in a plain transaction, both writing one domain row per message.
 func benchInbox[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
 	const table = "bench_inbox"
-	c, err := t.open(ctx, o.Clients+2)
+	c, client, closeDomain, err := openDomain(ctx, t, o, o.Clients+2, table)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	if err := newDomainTable(ctx, t, c); err != nil {
-		return Result{}, err
-	}
-	client, err := newOutbox(ctx, t, c, table, o.clientConfig())
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	defer closeDomain()
 	consumer, err := postbox.NewConsumer(client, "bench", nil)
 	if err != nil {
 		return Result{}, err

@@ -42,19 +42,11 @@ func benchLatency[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 		}
 		return nil
 	})
-	rc, err := t.open(ctx, o.workers(false)+2)
+	relay, err := startRelay(ctx, t, client, pub, o)
 	if err != nil {
 		return Result{}, err
 	}
-	defer rc.close()
-	relay, err := newRelay(rc, client, pub, o, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	rctx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Run(rctx) }()
+	defer relay.close()
 
 	o.Logger.Info("producing at a steady rate", "rate", o.Rate, "duration", o.Duration)
 	sent, err := produceAtRate(ctx, o.Rate, o.Duration, producers, func(ctx context.Context, seq int) error {
@@ -78,11 +70,10 @@ func benchLatency[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 
 	// Let the relay fall idle (its follow-up claims end), then count what it asks the database.
 	pause(ctx, time.Second)
-	q0 := rc.queries()
+	q0 := relay.conns.queries()
 	pause(ctx, o.IdleWindow)
-	q1 := rc.queries()
-	stopRelay()
-	if err := <-relayDone; err != nil {
+	q1 := relay.conns.queries()
+	if err := relay.stop(); err != nil {
 		return Result{}, err
 	}
 

@@ -43,28 +43,12 @@ func benchRelayNATS[TTx any](ctx context.Context, t *target[TTx], o Options) (Re
 		return Result{}, err
 	}
 
-	const table, rawTable = "bench_nats", "bench_nats_raw"
-	c, err := t.open(ctx, 4)
+	d, err := prepareDrain(ctx, t, o, 4, "bench_nats", "bench_nats_raw", pub)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	client, err := loadBacklog(ctx, t, c, o, o.clientConfig(), table, rawTable)
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, rawTable)
-
-	rc, err := t.open(ctx, o.workers(false)+2)
-	if err != nil {
-		return Result{}, err
-	}
-	defer rc.close()
-	relay, err := newRelay(rc, client, pub, o, nil)
-	if err != nil {
-		return Result{}, err
-	}
+	defer d.close()
+	relay := d.relay
 	direct := newDirect(ctx, pub, o)
 	o.Logger.Info("relaying to JetStream and publishing to it directly, in turns", "events", o.Events)
 	debug.FreeOSMemory()

@@ -16,19 +16,11 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 		return Result{Skipped: "notifications are a PostgreSQL feature"}, nil
 	}
 	const table = "bench_notify"
-	c, err := t.open(ctx, o.NotifyClients+2)
+	c, coalesced, closeDomain, err := openDomain(ctx, t, o, o.NotifyClients+2, table)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	if err := newDomainTable(ctx, t, c); err != nil {
-		return Result{}, err
-	}
-	coalesced, err := newOutbox(ctx, t, c, table, o.clientConfig())
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	defer closeDomain()
 	quiet, err := sameClient(c, coalesced, func(cfg *postbox.Config) { cfg.DisableNotify = true })
 	if err != nil {
 		return Result{}, err
@@ -38,19 +30,11 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	}
 	channel := driver.Names{Outbox: table, Inbox: table + "_inbox"}.Channel()
 
-	rc, err := t.open(ctx, o.workers(false)+2)
+	relay, err := startRelay(ctx, t, coalesced, noopPublisher, o)
 	if err != nil {
 		return Result{}, err
 	}
-	defer rc.close()
-	relay, err := newRelay(rc, coalesced, noopPublisher, o, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	rctx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Run(rctx) }()
+	defer relay.close()
 
 	domain := insertDomain(t)
 	producer := func(client *postbox.Client[TTx], notifyEach bool) func(ctx context.Context, i int64) error {
@@ -75,8 +59,7 @@ func benchNotify[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	stopRelay()
-	if err := <-relayDone; err != nil {
+	if err := relay.stop(); err != nil {
 		return Result{}, err
 	}
 	res := newResult(rates[0], rates[1])

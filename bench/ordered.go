@@ -38,12 +38,12 @@ func benchOrdered[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 	}
 
 	newRelayOn := func(client *postbox.Client[TTx], pub postbox.Publisher) (*postbox.Relay, error) {
-		rc, err := t.open(ctx, o.workers(client.Config().Ordered)+2)
+		relay, rc, err := openRelay(ctx, t, client, pub, o)
 		if err != nil {
 			return nil, err
 		}
 		closers = append(closers, rc.close)
-		return newRelay(rc, client, pub, o, nil)
+		return relay, nil
 	}
 	defer func() {
 		for _, c := range closers {

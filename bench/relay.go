@@ -13,28 +13,13 @@ import (
 // benchRelay drains a backlog to a publisher that acknowledges at once, against the SQL-only drain of the same
 // rows: one DELETE ... RETURNING per batch, which is the least work any relay on this table shape can do.
 func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
-	const table, rawTable = "bench_relay", "bench_relay_raw"
-	c, err := t.open(ctx, o.workers(false)+2)
+	const rawTable = "bench_relay_raw"
+	d, err := prepareDrain(ctx, t, o, o.workers(false)+2, "bench_relay", rawTable, noopPublisher)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.close()
-	client, err := loadBacklog(ctx, t, c, o, o.clientConfig(), table, rawTable)
-	if err != nil {
-		return Result{}, err
-	}
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
-	defer dropOutbox(context.WithoutCancel(ctx), t, c, rawTable)
-
-	rc, err := t.open(ctx, o.workers(false)+2)
-	if err != nil {
-		return Result{}, err
-	}
-	defer rc.close()
-	relay, err := newRelay(rc, client, noopPublisher, o, nil)
-	if err != nil {
-		return Result{}, err
-	}
+	defer d.close()
+	c, relay := d.conns, d.relay
 	o.Logger.Info("draining with SQL only and with the relay, in turns", "events", o.Events)
 	debug.FreeOSMemory() // the backlog's messages were built in this process; count the relay's memory only
 	rss := sampleRSS()
@@ -54,6 +39,99 @@ func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result
 	res.Extra["batch_size"] = float64(o.BatchSize)
 	res.Extra["workers"] = float64(o.workers(false))
 	return res, nil
+}
+
+// drainSetup is what a drain scenario runs on: a loaded backlog in table and its copy in rawTable, reached through
+// conns, and a relay on table with connections of its own.
+type drainSetup[TTx any] struct {
+	conns *conns[TTx]
+	relay *postbox.Relay
+	close func()
+}
+
+// prepareDrain opens n connections, loads the backlog into table and rawTable (see loadBacklog) and makes a relay
+// to pub on table through connections of its own (see openRelay). close drops both tables and closes every
+// connection; on an error, what was made is undone before prepareDrain returns.
+func prepareDrain[TTx any](ctx context.Context, t *target[TTx], o Options, n int, table, rawTable string, pub postbox.Publisher) (*drainSetup[TTx], error) {
+	c, err := t.open(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	undo := []func(){c.close}
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	client, err := loadBacklog(ctx, t, c, o, o.clientConfig(), table, rawTable)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	undo = append(undo,
+		func() { dropOutbox(context.WithoutCancel(ctx), t, c, table) },
+		func() { dropOutbox(context.WithoutCancel(ctx), t, c, rawTable) })
+	relay, rc, err := openRelay(ctx, t, client, pub, o)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	undo = append(undo, rc.close)
+	return &drainSetup[TTx]{conns: c, relay: relay, close: cleanup}, nil
+}
+
+// openRelay opens connections for a relay on client's tables (as many as its workers, and two more) and makes the
+// relay to pub through them (see newRelay). The caller closes the connections; on an error they are closed already.
+func openRelay[TTx any](ctx context.Context, t *target[TTx], client *postbox.Client[TTx], pub postbox.Publisher, o Options) (*postbox.Relay, *conns[TTx], error) {
+	rc, err := t.open(ctx, o.workers(client.Config().Ordered)+2)
+	if err != nil {
+		return nil, nil, err
+	}
+	relay, err := newRelay(rc, client, pub, o, nil)
+	if err != nil {
+		rc.close()
+		return nil, nil, err
+	}
+	return relay, rc, nil
+}
+
+// backgroundRelay is a relay running in the background on connections of its own.
+type backgroundRelay[TTx any] struct {
+	*postbox.Relay
+	conns   *conns[TTx]
+	cancel  context.CancelFunc
+	done    chan error
+	err     error
+	stopped bool
+}
+
+// startRelay opens a relay to pub on client's tables (see openRelay) and runs it in the background until stop or
+// close.
+func startRelay[TTx any](ctx context.Context, t *target[TTx], client *postbox.Client[TTx], pub postbox.Publisher, o Options) (*backgroundRelay[TTx], error) {
+	relay, rc, err := openRelay(ctx, t, client, pub, o)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &backgroundRelay[TTx]{Relay: relay, conns: rc, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- relay.Run(rctx) }()
+	return r, nil
+}
+
+// stop ends the relay's run and returns the error it ended with; calling it again returns the same error.
+func (r *backgroundRelay[TTx]) stop() error {
+	if !r.stopped {
+		r.cancel()
+		r.err = <-r.done
+		r.stopped = true
+	}
+	return r.err
+}
+
+// close stops the relay if it still runs and closes its connections.
+func (r *backgroundRelay[TTx]) close() {
+	r.stop()
+	r.conns.close()
 }
 
 // loadBacklog makes table and rawTable with cfg, fills table with o.Events pending events and rawTable with a copy

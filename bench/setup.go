@@ -80,6 +80,29 @@ func newDomainTable[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx])
 	return err
 }
 
+// openDomain opens n connections, makes the domain table and an outbox table with the scenarios' client
+// configuration, and returns them with the client on it. cleanup drops the outbox table and closes the connections;
+// on an error, what was made is undone before openDomain returns.
+func openDomain[TTx any](ctx context.Context, t *target[TTx], o Options, n int, table string) (c *conns[TTx], client *postbox.Client[TTx], cleanup func(), err error) {
+	c, err = t.open(ctx, n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := newDomainTable(ctx, t, c); err != nil {
+		c.close()
+		return nil, nil, nil, err
+	}
+	client, err = newOutbox(ctx, t, c, table, o.clientConfig())
+	if err != nil {
+		c.close()
+		return nil, nil, nil, err
+	}
+	return c, client, func() {
+		dropOutbox(context.WithoutCancel(ctx), t, c, table)
+		c.close()
+	}, nil
+}
+
 // insertDomain is the business write of every producer transaction.
 func insertDomain[TTx any](t *target[TTx]) string {
 	return "INSERT INTO " + domainTable + " (customer, amount) VALUES (" + t.ph(1) + ", " + t.ph(2) + ")"

@@ -171,12 +171,7 @@ func (c conn) Query(ctx context.Context, query string, args []any, row func(scan
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlstore.EachRow(rows, row)
 }
 
 // session is a connection taken out of the pool; Close discards it, so no lock or setting reaches the pool.

@@ -111,12 +111,7 @@ func scanRows(rows pgx.Rows, err error, row func(scan func(...any) error) error)
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlstore.EachRow(rows, row)
 }
 
 // session is a connection taken out of the pool; Close closes it, so no lock or setting reaches the pool.

@@ -24,6 +24,26 @@ type Conn interface {
 	Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error
 }
 
+// Rows is the part of a client library's result rows that EachRow reads: database/sql's *sql.Rows and pgx's
+// pgx.Rows both have it.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// EachRow calls row with rows' Scan for each of rows, stopping at the first error row returns, and then reports
+// rows' own error. It does not close rows: their Close differs between client libraries, so the caller defers it.
+// Drivers build Conn.Query on it.
+func EachRow(rows Rows, row func(scan func(dest ...any) error) error) error {
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // Tx is a transaction the store began itself.
 type Tx interface {
 	Conn
