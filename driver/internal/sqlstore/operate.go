@@ -116,9 +116,13 @@ func (s *store[TTx]) PausedTopics(ctx context.Context) ([]driver.PausedTopic, er
 	return out, err
 }
 
-func (s *store[TTx]) pausedTable() string { return table(s.d, s.n, driver.Derived(s.n.Outbox, "_paused")) }
+func (s *store[TTx]) pausedTable() string {
+	return table(s.d, s.n, driver.Derived(s.n.Outbox, "_paused"))
+}
 
-func (s *store[TTx]) failuresTable() string { return table(s.d, s.n, driver.Derived(s.n.Inbox, "_failures")) }
+func (s *store[TTx]) failuresTable() string {
+	return table(s.d, s.n, driver.Derived(s.n.Inbox, "_failures"))
+}
 
 // InboxConsumers implements driver.Operator. It reads the next name after the last one from the primary key of
 // the claims and of the failure counts, one probe per name, so it never reads a consumer's claims.

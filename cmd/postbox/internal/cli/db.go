@@ -32,6 +32,9 @@ type database interface {
 	ListDead(ctx context.Context, f postbox.DeadFilter) ([]postbox.Record, error)
 	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
+	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
+	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
+	PausedTopics(ctx context.Context) ([]postbox.PausedTopic, error)
 
 	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
 	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)
