@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultOverviewLimit is the cap Overview uses when given 0.
-const DefaultOverviewLimit = 100_000
+const DefaultOverviewLimit = 10_000
 
 // Overview is a cheap summary of the outbox for a page that loads often. Unlike Stats, which counts every
 // pending and dead record, it reads a bounded number of index entries whatever the table's size.
