@@ -181,6 +181,23 @@ events:
 	if r := stop(); r.code != 0 {
 		t.Fatalf("relay exit %d", r.code)
 	}
+	mustContain(t, "dead count --type", ok("dead", "count", "--type", "payment.taken").stdout, "2 dead message(s)")
+	mustContain(t, "dead count --error", ok("dead", "count", "--error", "not in the registry", "--json").stdout, `{"dead":3,"more":false}`)
+	mustContain(t, "dead count --limit", ok("dead", "count", "--limit", "2").stdout, "more than 2 dead message(s)")
+	var newest []deadJSON
+	if err := json.Unmarshal([]byte(ok("dead", "list", "--newest", "--limit", "1", "--json").stdout), &newest); err != nil ||
+		len(newest) != 1 || newest[0].ID != refund {
+		t.Fatalf("dead list --newest --limit 1 = %+v, %v; want %s", newest, err, refund)
+	}
+	if err := json.Unmarshal([]byte(ok("dead", "list", "--newest", "--after", refund, "--type", "payment.taken", "--json").stdout), &newest); err != nil ||
+		len(newest) != 2 || newest[0].ID != pay2 || newest[1].ID != pay1 {
+		t.Fatalf("dead list --newest --after %s --type payment.taken = %+v, %v; want %s, %s", refund, newest, err, pay2, pay1)
+	}
+	for _, args := range [][]string{{"dead", "count", "--failed-from", "yesterday"}, {"dead", "purge", "--newest"}, {"dead", "list", "--after", "x"}} {
+		if r := run(t, nil, tg.args(args...)...); r.code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d (usage)", args, r.code, ExitUsage)
+		}
+	}
 	mustContain(t, "dead purge --id", ok("dead", "purge", "--id", pay1, "--json").stdout, `{"purged":1}`)
 	if n, ids := deadCount(), deadIDs(); n != 2 || !slices.Equal(ids, slices.Sorted(slices.Values([]string{pay2, refund}))) {
 		t.Fatalf("after purging %s: status dead %d, dead list %v", pay1, n, ids)

@@ -30,6 +30,7 @@ type database interface {
 	Send(ctx context.Context, m postbox.Message) (string, error)
 	Stats(ctx context.Context) (postbox.Stats, error)
 	ListDead(ctx context.Context, f postbox.DeadFilter) ([]postbox.Record, error)
+	CountDead(ctx context.Context, f postbox.DeadFilter, limit int64) (postbox.Count, error)
 	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
