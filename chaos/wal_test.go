@@ -179,7 +179,7 @@ func TestWALDeadRetried(t *testing.T) {
 	defer cancel()
 	cluster := ownCluster(ctx, t, walSettings...)
 	w := newWorld(t, "waldead", worldOptions{db: cluster.URL("chaos"), wal: true})
-	poison := postbox.Message{Topic: w.topic, Type: "chaos.poison", Key: "k00", Payload: []byte(`{}`)}
+	poison := postbox.Message{ID: postbox.NewID(), Topic: w.topic, Type: "chaos.refused", Key: "k00", Payload: []byte(`{}`)}
 	pub, closePub, err := publisher(w.relayConfig(), w.log)
 	if err != nil {
 		t.Fatal(err)
