@@ -34,6 +34,7 @@ type Relay struct {
 	prefix  string
 	log     *slog.Logger
 	running atomic.Bool
+	failing atomic.Bool // the last attempt to stream failed
 
 	published, failed, dead, batches, errors atomic.Int64
 	streaming                                atomic.Bool
@@ -122,7 +123,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer r.running.Store(false)
 	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
-	checked, failing := false, false
+	checked := false
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -144,16 +145,12 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		case err != nil:
 			r.errors.Add(1)
-			if !failing {
+			if !r.failing.Swap(true) {
 				r.log.WarnContext(ctx, "WAL relay cannot stream; retrying", "err", err)
-				failing = true
 			}
 			if !sleep(ctx, retry.Next()) {
 				return nil
 			}
-		}
-		if err == nil && failing {
-			failing = false
 		}
 	}
 	return nil
@@ -255,7 +252,7 @@ func (r *Relay) stream(ctx context.Context, retry *backoff.Backoff) error {
 	}
 	r.streaming.Store(true)
 	defer r.streaming.Store(false)
-	if retry.Attempts() > 0 {
+	if r.failing.Swap(false) {
 		r.log.InfoContext(ctx, "WAL relay streaming again", "from", start)
 	}
 	retry.Reset()

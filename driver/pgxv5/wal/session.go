@@ -204,8 +204,14 @@ func (s *session) decode(x pglogrepl.XLogData) (int, error) {
 			return 0, fmt.Errorf("transactional message at %s outside a transaction", m.LSN)
 		}
 		rec, err := Decode(m.Content)
-		if err != nil {
+		if errors.Is(err, ErrVersion) {
 			return 0, fmt.Errorf("message at %s: %w", m.LSN, err)
+		}
+		if err != nil {
+			// Not written by Encode: nothing in it can be published or parked.
+			s.r.errors.Add(1)
+			s.r.log.Error("skipped a message with the table set's prefix that is not a postbox message", "lsn", m.LSN, "err", err)
+			return 0, nil
 		}
 		s.cur.open++
 		s.pending = append(s.pending, &item{rec: postbox.Record{Message: postbox.Message(rec.Message),
