@@ -133,8 +133,13 @@ func ensureSlot(ctx context.Context, pool *pgxpool.Pool, slot string) (pglogrepl
 	err := pool.QueryRow(ctx, "SELECT plugin, coalesce(database, ''), confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
 		slot).Scan(&plugin, &db, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// From PostgreSQL 17 the slot is a failover slot: standbys with sync_replication_slots = on keep a copy.
+		q := "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')"
+		if versionNum(ctx, pool) >= 170000 {
+			q = "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)"
+		}
 		var lsn string
-		err = pool.QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", slot).Scan(&lsn)
+		err = pool.QueryRow(ctx, q, slot).Scan(&lsn)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created meanwhile by another relay
 			return ensureSlot(ctx, pool, slot)
@@ -173,4 +178,13 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 		return fmt.Errorf("create publication %s: %w", name, err)
 	}
 	return nil
+}
+
+// versionNum returns the server's version number (150004 for 15.4), or 0 when it cannot be read.
+func versionNum(ctx context.Context, pool *pgxpool.Pool) int {
+	var v int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return 0
+	}
+	return v
 }
