@@ -82,7 +82,7 @@ func benchWAL(ctx context.Context, o Options) (Result, error) {
 	}
 	defer func() {
 		_, _ = wal.DropSlot(context.WithoutCancel(ctx), pool, slot)
-		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+cfg.Table+", "+cfg.InboxTable+", "+domainTable)
+		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+domainTable)
 	}()
 
 	// Producers: one business insert and one Enqueue per transaction, through either client.

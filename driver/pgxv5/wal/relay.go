@@ -250,6 +250,9 @@ func (r *Relay) stream(ctx context.Context, retry *backoff.Backoff) error {
 		Mode: pglogrepl.LogicalReplication, PluginArgs: args}); err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", r.cfg.Slot, err)
 	}
+	// Reads wait on the connection's deadline (see session.fill): cancelling ctx cuts the wait short.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Conn().SetReadDeadline(time.Now()) })
+	defer stop()
 	r.streaming.Store(true)
 	defer r.streaming.Store(false)
 	if r.failing.Swap(false) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -110,15 +111,27 @@ func (s *session) fill(ctx context.Context) error {
 		return nil
 	}
 	lingering := ready > 0
+	// A read deadline on the connection rather than a context per message: pgconn watches a context with a
+	// goroutine per call, which costs more than decoding a message. Run's context sets the deadline to now when
+	// it is cancelled (see stream).
+	var deadline time.Time
 	for ready < s.r.cfg.BatchSize && len(s.pending) < s.r.cfg.MaxPending {
 		if !until.After(time.Now()) {
 			return nil
 		}
-		rctx, cancel := context.WithDeadline(ctx, until)
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		if !until.Equal(deadline) {
+			deadline = until
+			if err := s.conn.Conn().SetReadDeadline(until); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			if ctx.Err() == nil && (pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)) {
+			var ne net.Error
+			if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 				return nil
 			}
 			return err
