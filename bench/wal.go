@@ -292,6 +292,15 @@ func walLatency(ctx context.Context, o Options, pool *pgxpool.Pool, c *postbox.C
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- run(rctx) }()
+	if walMode {
+		// The slot reads all the cluster's WAL since its confirmed position, the table mode's rows of the
+		// earlier phases included: measure from when the relay has caught up.
+		if err := caughtUp(ctx, pool, wal.SlotName(driver.Names{Outbox: c.Config().Table})); err != nil {
+			stop()
+			<-done
+			return nil, err
+		}
+	}
 	_, err := produceAtRate(ctx, o.Rate, o.Duration, 4, func(ctx context.Context, seq int) error {
 		var id string
 		err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
@@ -318,4 +327,26 @@ func walLatency(ctx context.Context, o Options, pool *pgxpool.Pool, c *postbox.C
 		return nil, errors.New("no latency measured")
 	}
 	return d, nil
+}
+
+// caughtUp waits until slot has confirmed the WAL position current when it is called.
+func caughtUp(ctx context.Context, pool *pgxpool.Pool, slot string) error {
+	var current string
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&current); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var behind bool
+		err := pool.QueryRow(ctx, "SELECT confirmed_flush_lsn < $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", current, slot).Scan(&behind)
+		if err != nil || !behind {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slot %s has not reached %s within a minute", slot, current)
+		}
+		if !pause(ctx, 10*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
