@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,4 +247,91 @@ func idsOf(recs []postbox.Record) []string {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+// TestWALTransientFailureHoldsKey: a message whose publish fails, and fails again, is retried without the relay
+// confirming past it; the later message of its key waits for it, and a message of another key does not.
+func TestWALTransientFailureHoldsKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	cluster := ownCluster(ctx, t, walSettings...)
+	pool, err := pgxpool.New(ctx, cluster.URL("chaos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := postbox.NewClient(wal.New(pool), &postbox.Config{Table: "walhold_outbox", InboxTable: "walhold_inbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slot := wal.SlotName(driver.Names{Outbox: "walhold_outbox"})
+	if err := wal.CreateSlot(ctx, pool, slot); err != nil {
+		t.Fatal(err)
+	}
+	first := postbox.Message{ID: postbox.NewID(), Topic: "t", Type: "first", Key: "k"}
+	second := postbox.Message{ID: postbox.NewID(), Topic: "t", Type: "second", Key: "k"}
+	other := postbox.Message{ID: postbox.NewID(), Topic: "t", Type: "other", Key: "j"}
+	if err := client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return client.EnqueueBatch(ctx, tx, []postbox.Message{first, second, other})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var published []string
+	var failures atomic.Int64
+	confirmedWhileFailing := make(chan string, 1)
+	pub := postbox.PublisherFunc(func(ctx context.Context, batch []postbox.Record) error {
+		errs := make([]error, len(batch))
+		failed := false
+		for i, r := range batch {
+			if r.Type == "first" && failures.Add(1) <= 2 {
+				errs[i], failed = errors.New("broker hiccup"), true
+				continue
+			}
+			published = append(published, r.Type)
+		}
+		if failed {
+			return &postbox.BatchError{Errs: errs}
+		}
+		return nil
+	})
+	relay, err := wal.NewRelay(pool, client, pub, &wal.RelayConfig{BackoffBase: 300 * time.Millisecond, BackoffMax: 300 * time.Millisecond,
+		StatusInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+	var start string
+	if err := pool.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&start); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil && failures.Load() < 2 {
+		wait(ctx, 10*time.Millisecond)
+	}
+	wait(ctx, 150*time.Millisecond) // past a status interval, while the first message waits for its retry
+	if st := relay.Stats(); st.Confirmed != start {
+		confirmedWhileFailing <- st.Confirmed
+	}
+	for ctx.Err() == nil && relay.Stats().Published < 3 {
+		wait(ctx, 10*time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-confirmedWhileFailing:
+		t.Errorf("the relay confirmed %s (from %s) while the first message was failing", c, start)
+	default:
+	}
+	if want := []string{"other", "first", "second"}; !slices.Equal(published, want) {
+		t.Errorf("published %v, want %v: the second message of key k must wait for the first, the other key must not", published, want)
+	}
+	if st := relay.Stats(); st.Failed != 2 || st.Published != 3 || st.Confirmed == start {
+		t.Errorf("stats %+v: want 2 failed attempts, 3 published and a confirmed position past %s", st, start)
+	}
 }
