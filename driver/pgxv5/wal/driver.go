@@ -16,6 +16,7 @@ import (
 // pg_logical_emit_message instead of inserting an outbox row. Every other operation (the dead list, retries,
 // migrations, the inbox) uses the tables as pgxv5 does. A message delayed with AvailableAt is inserted as a row,
 // because a relay that held it back would hold the slot's WAL with it: the table relay publishes it when due.
+// The methods of the embedded pgxv5.Driver that return a driver (WithListenConfig) return one in table mode.
 type Driver struct {
 	*pgxv5.Driver
 }
