@@ -10,6 +10,7 @@
 //	latency     commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends
 //	ordered     the relay in ordered mode over many keys against the unordered relay
 //	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
+//	wal         the WAL mode (package wal) against the table mode: enqueue, drain, latency, WAL kept during an outage
 //
 // Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
 // command (bench/cmd/postbox-bench) runs the scenarios; Run is the same thing for programs that embed it.
@@ -92,6 +93,12 @@ type Options struct {
 	// Runs is how many times each scenario runs; the result reports the median of each figure (ratios are the
 	// medians of each run's ratio, not the ratio of medians). Default: 1.
 	Runs int
+	// WALURL is a PostgreSQL URL with wal_level = logical for the wal scenario. Default: a cluster the scenario
+	// makes with initdb in a temporary directory.
+	WALURL string
+	// WALOutage is how long the wal scenario keeps its relay down while producers commit at Rate. Default: ten
+	// times Duration (60s).
+	WALOutage time.Duration
 	// JSON prints one JSON object per scenario instead of a line of text.
 	JSON bool
 	// Logger receives progress and Postbox's own logs. Default: a logger that discards everything below Warn.
@@ -158,7 +165,7 @@ func (o Options) Validate() error {
 
 // Scenarios lists the scenarios in the order "all" runs them.
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox"}
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "wal"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -179,6 +186,8 @@ func Describe(scenario string) string {
 		return "the relay in ordered mode over many keys against the unordered relay"
 	case "inbox":
 		return "Process (inbox claim and handler in one transaction) against the handler in a plain transaction"
+	case "wal":
+		return "the WAL mode against the table mode: enqueue, drain, latency at --rate, WAL kept during a relay outage"
 	}
 	return ""
 }
@@ -251,6 +260,11 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 		return benchOrdered(ctx, t, o)
 	case "inbox":
 		return benchInbox(ctx, t, o)
+	case "wal":
+		if t.dialect != "postgres" {
+			return Result{Skipped: "the WAL mode needs PostgreSQL"}, nil
+		}
+		return benchWAL(ctx, o)
 	}
 	return Result{}, fmt.Errorf("no scenario %q", name)
 }

@@ -7,8 +7,10 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.1.0
 	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
+	github.com/postbox-go/postbox/chaos v0.1.0
 	github.com/postbox-go/postbox/driver/databasesql v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5/wal v0.1.0
 	github.com/postbox-go/postbox/internal/testenv v0.1.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.61.1
@@ -19,6 +21,8 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

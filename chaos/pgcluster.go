@@ -37,8 +37,9 @@ type PGCluster struct {
 }
 
 // NewPGCluster runs initdb in a new temporary directory and starts the cluster on a free port. It trusts local
-// connections from the user "postgres" and keeps its socket in its own directory. Close it when done.
-func NewPGCluster(ctx context.Context) (*PGCluster, error) {
+// connections from the user "postgres" and keeps its socket in its own directory. Each of settings is a line
+// added to postgresql.conf, such as "wal_level = logical". Close it when done.
+func NewPGCluster(ctx context.Context, settings ...string) (*PGCluster, error) {
 	bin, err := pgBin()
 	if err != nil {
 		return nil, err
@@ -74,6 +75,9 @@ func NewPGCluster(ctx context.Context) (*PGCluster, error) {
 	// the kernel's page cache. Commits still wait for their WAL write (synchronous_commit stays on).
 	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n"+
 		"fsync = off\nfull_page_writes = off\nmax_connections = 200\nlog_min_messages = warning\n", c.port, c.dir)
+	for _, s := range settings {
+		conf += s + "\n"
+	}
 	if err := c.appendConf(conf); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/driver/pgxv5"
+	"github.com/postbox-go/postbox/driver/pgxv5/wal"
 )
 
 // The roles a scenario's processes play. The same code runs in the test process and in child processes (the
@@ -34,6 +35,7 @@ type roleConfig struct {
 	Stream   string
 	Consumer string // the durable consumer's and the inbox consumer's name
 	Ordered  bool   // the clients are ordered: the outbox is migrated for it, and relays claim in per-key order
+	WAL      bool   // clients write messages into the WAL (package wal) and relays read them from its slot
 
 	// Relay
 	BatchSize    int
@@ -60,6 +62,9 @@ func (c roleConfig) inbox() string  { return c.Prefix + "_inbox" }
 func (c roleConfig) ledger() (*Ledger, error) { return NewLedger(c.Prefix, c.outbox(), c.inbox()) }
 
 func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Client[pgx.Tx], error) {
+	if c.WAL {
+		return postbox.NewClient(wal.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Logger: log})
+	}
 	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Ordered: c.Ordered, Logger: log})
 }
 
@@ -157,6 +162,9 @@ func (r *redeliveries) absorbedUnacked() (absorbed, unacked int, missing []strin
 // the broker acknowledged before the relay settles the batch. It adds the relay's totals to stats (which may be
 // nil) when it returns.
 func runRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked func(ids []string), stats *roleStats) error {
+	if cfg.WAL {
+		return runWALRelay(ctx, cfg, log, acked)
+	}
 	client, closeClient, err := cfg.connect(ctx, log)
 	if err != nil {
 		return err

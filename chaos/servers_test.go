@@ -176,9 +176,9 @@ func TestBrokerOutageRabbitMQ(t *testing.T) {
 
 // ownCluster starts a PostgreSQL cluster of the scenario's own with a database "chaos", closed when the test ends
 // and showing its log when the test failed.
-func ownCluster(ctx context.Context, t *testing.T) *PGCluster {
+func ownCluster(ctx context.Context, t *testing.T, settings ...string) *PGCluster {
 	t.Helper()
-	cluster, err := NewPGCluster(ctx)
+	cluster, err := NewPGCluster(ctx, settings...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,8 @@ type worldOptions struct {
 	// ordered makes every client ordered (postbox.Config.Ordered): the outbox is migrated for it and relays claim
 	// in per-key order.
 	ordered bool
+	// wal makes every client write messages into the WAL and every relay read them from the outbox's slot.
+	wal bool
 }
 
 // newWorld starts the scenario's nats-server and creates its stream and durable consumer (or, on RabbitMQ, its
@@ -88,7 +90,7 @@ func newWorld(t *testing.T, name string, opt worldOptions) *world {
 
 	w.role = roleConfig{DB: opt.db, Prefix: name, Stream: strings.ToUpper(name), Consumer: testenv.Unique("chaos_" + name),
 		BatchSize: 100, Workers: 1, MaxAttempts: 1000, PollInterval: 20 * time.Millisecond, Backoff: 100 * time.Millisecond,
-		Ordered: opt.ordered}
+		Ordered: opt.ordered, WAL: opt.wal}
 	setup := w.setupNATS
 	if opt.broker == brokerAMQP {
 		setup = w.setupAMQP

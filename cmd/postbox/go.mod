@@ -18,6 +18,7 @@ require (
 	github.com/postbox-go/postbox/broker/webhook v0.1.0
 	github.com/postbox-go/postbox/driver/databasesql v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5/wal v0.1.0
 	github.com/postbox-go/postbox/internal/testenv v0.1.0
 	github.com/postbox-go/postbox/jsonschema v0.1.0
 	github.com/postbox-go/postbox/otel v0.1.0
@@ -64,6 +65,8 @@ require (
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -91,7 +94,7 @@ require (
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.70.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -21,6 +21,7 @@ require (
 	github.com/postbox-go/postbox/broker/webhook v0.1.0
 	github.com/postbox-go/postbox/driver/databasesql v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
+	github.com/postbox-go/postbox/driver/pgxv5/wal v0.1.0
 	github.com/postbox-go/postbox/idempotency/redis v0.1.0
 	github.com/postbox-go/postbox/internal/testenv v0.1.0
 	github.com/postbox-go/postbox/otel v0.1.0
@@ -61,6 +62,8 @@ require (
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

@@ -95,7 +95,7 @@ var unchecked = map[string]string{
 }
 
 // standalone lists published modules built on their own, outside the workspace, against the packed proxy.
-var standalone = []string{"broker/natsbroker", "driver/pgxv5"}
+var standalone = []string{"broker/natsbroker", "driver/pgxv5", "driver/pgxv5/wal"}
 
 func main() {
 	root := flag.String("root", ".", "repository root")

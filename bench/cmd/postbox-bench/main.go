@@ -114,6 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.DurationVar(&o.NotifyInterval, "notify-interval", 0,
 		fmt.Sprintf("clients' wake-up NotifyInterval (default %s); negative turns wake-ups off", postbox.DefaultNotifyInterval))
 	f.DurationVar(&o.RecheckDelay, "recheck-delay", 0, fmt.Sprintf("relays' RecheckDelay (default %s)", postbox.DefaultRecheckDelay))
+	f.StringVar(&o.WALURL, "wal-url", "", "PostgreSQL URL with wal_level = logical for the wal scenario (default: a cluster made with initdb in a temporary directory)")
+	f.DurationVar(&o.WALOutage, "wal-outage", 0, "relay outage of the wal scenario (default: ten times --duration)")
 	f.IntVar(&o.Runs, "runs", 1, "run each scenario this many times and report the medians")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object per scenario")
 	f.StringVar(&bo.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE, for go tool pprof")

@@ -149,7 +149,7 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, or all`},
+		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, wal, or all`},
 		{[]string{"--db", "mysql://root@127.0.0.1:3306/test"}, "the bench measures PostgreSQL"},
 		{[]string{"--driver", "jdbc"}, `--driver "jdbc": use pgxv5 or databasesql`},
 		{[]string{"--db", "sqlite:bench.db", "--driver", "pgxv5"}, "SQLite is measured through databasesql only"},

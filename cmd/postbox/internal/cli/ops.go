@@ -245,6 +245,7 @@ into ready (due, or waiting to retry a failed publish) and scheduled (sent with 
 			}
 			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
 				s.Pending, s.Ready, s.Scheduled, s.Dead, age(s.OldestPending, now))
+			walStatusLine(ctx, rt, o)
 			if len(s.Topics) == 0 {
 				return nil
 			}

@@ -81,6 +81,8 @@ The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
 invalid payload) is parked as dead at once instead of being published.
 
+` + walHelp + `
+
 ` + poolerHelp + `
 
 ` + tracingHelp,
@@ -96,6 +98,7 @@ invalid payload) is parked as dead at once instead of being published.
 		"POSTBOX_WEBHOOK_SECRET=whsec_... postbox relay --db sqlite:app.db --broker 'https://hooks.example/in/{topic}'",
 		"postbox relay --db postgres://localhost/app --broker kafka://kafka-1:9092 --ordered",
 		"postbox relay --db postgres://app@pgbouncer:6432/app --db-pooler transaction --listen-db postgres://app@db-primary:5432/app --broker nats://localhost:4222",
+		"postbox relay --db postgres://relay@localhost/app --broker nats://localhost:4222 --wal --http 127.0.0.1:9090",
 		"postbox relay --config /etc/postbox.yaml",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
@@ -131,6 +134,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Bool(&ro.cfg.DisableListen, "no-listen", "", "do not LISTEN for wake-ups: poll every --poll-interval")
 		f.Duration(&ro.startTimeout, "start-timeout", DefaultStartTimeout, "how long to wait at start for every broker to answer before exiting 1")
 		f.Duration(&ro.progressEvery, "progress-interval", DefaultProgressInterval, "while messages flow, log a progress line at most this often (0: never)")
+		addWALFlags(f, &ro.wal)
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
@@ -153,6 +157,7 @@ type relayOptions struct {
 	retention            time.Duration // of published messages, with KeepPublished
 	startTimeout         time.Duration // for the brokers to answer at start
 	progressEvery        time.Duration // between progress lines; 0 for none
+	wal                  walOptions
 }
 
 func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) error {
@@ -237,6 +242,16 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
 		return err
 	}
+	var walRelay interface{ Run(context.Context) error }
+	if ro.wal.on {
+		wr, closeWAL, err := startWAL(ctx, rt, o, ro.wal, reg, rtr, cfg.Observer, metrics)
+		if err != nil {
+			return err
+		}
+		defer closeWAL()
+		walRelay = wr
+		rt.log.Info("WAL relay started", "slot", wr.Slot())
+	}
 
 	var srv *http.Server
 	serveErr := make(chan error, 1)
@@ -268,6 +283,18 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	defer stop()
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(runCtx) }()
+	walDone := make(chan error, 1)
+	if walRelay != nil {
+		go func() {
+			err := walRelay.Run(runCtx)
+			if err != nil {
+				stop() // the WAL relay refused to work: stop the daemon rather than run half of it
+			}
+			walDone <- err
+		}()
+	} else {
+		walDone <- nil
+	}
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
@@ -292,6 +319,9 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		runErr = fmt.Errorf("http server: %w", err)
 	}
 	stop()
+	if err := <-walDone; err != nil && runErr == nil {
+		runErr = fmt.Errorf("WAL relay: %w", err)
+	}
 	<-cleanerDone
 	<-progressDone
 	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)

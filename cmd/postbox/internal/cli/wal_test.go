@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestWALCommandNeedsPostgres(t *testing.T) {
+	r := run(t, nil, "wal", "status", "--db", "sqlite:x.db")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "needs PostgreSQL") {
+		t.Errorf("wal status on SQLite: exit %d, %s", r.code, r.stderr)
+	}
+	r = run(t, nil, "wal", "--db", "postgres://localhost/app")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "status, create-slot, drop-slot") {
+		t.Errorf("wal without a subcommand: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// The shared test server runs with wal_level = replica: relay --wal must refuse at start, saying what to change.
+func TestRelayWALRefusedWithoutLogicalWAL(t *testing.T) {
+	db := postgresURL(t)
+	if r := run(t, nil, "migrate", "up", "--db", db, "--table", "wal_refused_outbox"); r.code != 0 {
+		t.Fatalf("migrate: exit %d, %s", r.code, r.stderr)
+	}
+	r := run(t, nil, "relay", "--db", db, "--table", "wal_refused_outbox", "--broker", "stdout:", "--wal")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "wal_level = logical") {
+		t.Errorf("relay --wal: exit %d, %s", r.code, r.stderr)
+	}
+	r = run(t, nil, "wal", "status", "--db", db, "--table", "wal_refused_outbox")
+	if r.code != 0 || !strings.Contains(r.stdout, "slot postbox_wal_refused_outbox: none") {
+		t.Errorf("wal status: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,190 @@
+package wal
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// Version is the encoding version this package writes first in every message's content. A relay reads the
+// versions up to its own and stops with an error on a later one, without confirming past it, so that upgrading
+// the relays before the clients loses nothing.
+const Version = 1
+
+// Encode returns the content of the WAL message that carries r, in encoding Version 1:
+//
+//	version byte (1)
+//	id: 16 bytes
+//	created_at, available_at: signed varints, microseconds since the Unix epoch (available_at 0: at once)
+//	topic, key, type: each an unsigned varint length and the bytes
+//	headers: an unsigned varint count, then each name and value as a length and the bytes
+//	payload: the remaining bytes
+func Encode(r driver.Record) ([]byte, error) {
+	id, err := uuidBytes(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	n := 1 + 16 + 2*binary.MaxVarintLen64 + 4*binary.MaxVarintLen32 + len(r.Topic) + len(r.Key) + len(r.Type) + len(r.Payload)
+	for k, v := range r.Headers {
+		n += 2*binary.MaxVarintLen32 + len(k) + len(v)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, Version)
+	b = append(b, id[:]...)
+	b = binary.AppendVarint(b, micros(r.CreatedAt))
+	avail := int64(0)
+	if r.AvailableAt.After(r.CreatedAt) {
+		avail = micros(r.AvailableAt)
+	}
+	b = binary.AppendVarint(b, avail)
+	b = appendString(b, r.Topic)
+	b = appendString(b, r.Key)
+	b = appendString(b, r.Type)
+	b = binary.AppendUvarint(b, uint64(len(r.Headers)))
+	for k, v := range r.Headers {
+		b = appendString(b, k)
+		b = appendString(b, v)
+	}
+	return append(b, r.Payload...), nil
+}
+
+// ErrVersion is wrapped by Decode's error for content written in an encoding version this package cannot read.
+var ErrVersion = errors.New("postbox wal: unknown encoding version")
+
+// Decode returns the record that Encode wrote into content, pending and never attempted.
+func Decode(content []byte) (driver.Record, error) {
+	d := decoder{b: content}
+	var r driver.Record
+	if len(content) == 0 {
+		return r, errors.New("postbox wal: empty message")
+	}
+	if v := content[0]; v != Version {
+		return r, fmt.Errorf("%w %d; this relay reads version %d: upgrade the relay", ErrVersion, v, Version)
+	}
+	d.b = d.b[1:]
+	id := d.bytes(16)
+	r.ID = uuidString(id)
+	r.CreatedAt = fromMicros(d.varint())
+	r.AvailableAt = r.CreatedAt
+	if a := d.varint(); a != 0 {
+		r.AvailableAt = fromMicros(a)
+	}
+	r.Topic = d.string()
+	r.Key = d.string()
+	r.Type = d.string()
+	if n := d.uvarint(); n > 0 && d.err == nil {
+		if n > uint64(len(d.b)) {
+			d.fail()
+		} else {
+			r.Headers = make(map[string]string, n)
+			for range n {
+				k := d.string()
+				r.Headers[k] = d.string()
+			}
+		}
+	}
+	if d.err != nil {
+		return driver.Record{}, d.err
+	}
+	if len(d.b) > 0 {
+		r.Payload = append([]byte(nil), d.b...)
+	}
+	r.Status = driver.StatusPending
+	return r, nil
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errors.New("postbox wal: truncated or corrupt message")
+	}
+	d.b = nil
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.fail()
+		return make([]byte, n)
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	return string(d.bytes(int(n)))
+}
+
+// uuidBytes parses a UUID in canonical text form.
+func uuidBytes(s string) ([16]byte, error) {
+	var u [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, fmt.Errorf("postbox wal: ID %q is not a UUID in canonical form", s)
+	}
+	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
+		return u, fmt.Errorf("postbox wal: ID %q is not a UUID: %w", s, err)
+	}
+	return u, nil
+}
+
+func uuidString(b []byte) string {
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
