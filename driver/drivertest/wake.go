@@ -80,6 +80,73 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		}
 	})
 
+	t.Run("InTxWakesRelayOfSameClient", func(t *testing.T) {
+		// No poll and no notification comes within the test's time: only the client waking its own relay after
+		// each commit makes it claim.
+		cfg := Tables(nil)
+		cfg.DisableNotify = true
+		c := Client(t, drv, cfg)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour, DisableListen: true})
+		stop := run(t, r)
+		enqueueEach(t, c, rec, 3, func(i int) string {
+			return fmt.Sprintf("message %d was not published within 30s: the client did not wake its relay after the commit", i)
+		})
+		stop()
+	})
+
+	t.Run("EnqueueInCallerTxMakesRelayLook", func(t *testing.T) {
+		// The caller commits: the client cannot tell when, but its Enqueue makes its relay look soon after.
+		cfg := Tables(nil)
+		cfg.DisableNotify = true
+		c := Client(t, drv, cfg)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, DisableListen: true})
+		stop := run(t, r)
+		ctx := context.Background()
+		for i := 1; i <= 3; i++ {
+			tx, err := drv.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Enqueue(ctx, tx, messages(1, "orders")[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := drv.Commit(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			if !rec.WaitDistinct(ctx, i, 30*time.Second) {
+				t.Fatalf("message %d was not published within 30s: the relay did not look after its client enqueued", i)
+			}
+		}
+		stop()
+	})
+
+	t.Run("RelayLooksSoonAfterActivity", func(t *testing.T) {
+		// The producer is another client, as in another process, and sends no notification; the relay polls once
+		// an hour. After publishing the first message it keeps looking, ever less often, and so finds the second.
+		cfg := Tables(nil)
+		cfg.DisableNotify = true
+		producer := Client(t, drv, cfg)
+		c, err := postbox.NewClient(drv, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enqueue(t, producer, messages(1, "orders")...)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, DisableListen: true})
+		stop := run(t, r)
+		if !rec.WaitDistinct(context.Background(), 1, 30*time.Second) {
+			t.Fatal("the relay's first claim did not publish the message waiting")
+		}
+		time.Sleep(50 * time.Millisecond) // a quiet spell
+		enqueue(t, producer, messages(1, "orders")...)
+		if !rec.WaitDistinct(context.Background(), 2, 30*time.Second) {
+			t.Fatalf("a message committed 50ms after the last was not published within 30s: the idle relay stopped looking (stats %+v)", r.Stats())
+		}
+		stop()
+	})
+
 	t.Run("PeekSeesOnlyClaimable", func(t *testing.T) {
 		clock := postboxtest.NewClock(time.Now())
 		c := Client(t, drv, Tables(clock))
