@@ -88,6 +88,10 @@ type Options struct {
 	Workers   int
 	// IdleWindow is how long the latency scenario watches an idle relay. Default: DefaultIdleWindow (5s).
 	IdleWindow time.Duration
+	// LocalRelay makes the latency scenario's relay from the producers' client, as in one process, so that their
+	// enqueues and commits wake it (see postbox.RelayConfig.QuietDivisor). Default: false, a relay of its own
+	// client, as in another process, which finds messages by notification (PostgreSQL) or by looking.
+	LocalRelay bool
 	// NotifyInterval and RecheckDelay configure every client and relay; zero means Postbox's defaults. A negative
 	// NotifyInterval turns notifications off.
 	NotifyInterval time.Duration

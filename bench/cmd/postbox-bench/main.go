@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.IntVar(&o.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one relay claim takes")
 	f.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("relay workers (default %d, or 1 in ordered mode)", postbox.DefaultWorkers))
 	f.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultIdleWindow, "how long the latency scenario watches an idle relay")
+	f.BoolVar(&o.LocalRelay, "local-relay", false, "latency: make the relay from the producers' client, as in one process, so that their enqueues wake it")
 	f.DurationVar(&o.NotifyInterval, "notify-interval", 0,
 		fmt.Sprintf("clients' wake-up NotifyInterval (default %s); negative turns wake-ups off", postbox.DefaultNotifyInterval))
 	f.DurationVar(&o.RecheckDelay, "recheck-delay", 0, fmt.Sprintf("relays' RecheckDelay (default %s)", postbox.DefaultRecheckDelay))
