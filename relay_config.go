@@ -44,7 +44,7 @@ type RelayConfig struct {
 	// enqueue by the relay's own client in this process): it looks again after the time since that activity
 	// divided by QuietDivisor, at least 4·RecheckDelay and at most PollInterval. A message committed without a
 	// wake-up after a quiet spell of d (a producer in another process, on MySQL or SQLite, or behind PgBouncer) is
-	// so found within about d/QuietDivisor, and a relay that falls idle sends a few looks (19 with the defaults)
+	// so found within about d/QuietDivisor, and a relay that falls idle sends a few looks (about 23 with the defaults)
 	// before it settles at one per PollInterval. A larger value looks more often. Default: DefaultQuietDivisor (4).
 	QuietDivisor int
 	// PublishTimeout bounds each Publish call; a batch that times out is retried. Default: DefaultPublishTimeout
