@@ -20,12 +20,13 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			// The relay polls once an hour, and after activity looks again an hour later too (RecheckDelay), so no
 			// poll or warm-idle peek comes within the test's time: only a wake-up makes it claim. Each message is
 			// enqueued once the one before was published, so each needs a wake-up of its own, and every transaction
-			// sends one (NotifyInterval 1ns).
+			// sends one (NotifyInterval 1ns). The relay has a client of its own, as in another process, so that
+			// the producing client cannot wake it in the process.
 			cfg := Tables(nil)
 			cfg.NotifyInterval = time.Nanosecond
 			c := Client(t, drv, cfg)
 			rec := &postboxtest.Recorder{}
-			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour})
+			r := relay(t, elsewhere(t, drv, c), rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour})
 			stop := run(t, r)
 			waitListening(t, r)
 			enqueueEach(t, c, rec, 5, func(i int) string {
@@ -43,7 +44,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			cfg.NotifyInterval = time.Hour
 			c := Client(t, drv, cfg)
 			rec := &postboxtest.Recorder{}
-			r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
+			r := relay(t, elsewhere(t, drv, c), rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
 			stop := run(t, r)
 			waitListening(t, r)
 			enqueueEach(t, c, rec, 5, func(i int) string { return fmt.Sprintf("message %d was not published", i) })
@@ -59,7 +60,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		cfg.DisableNotify = true
 		c := Client(t, drv, cfg)
 		rec := &postboxtest.Recorder{}
-		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
+		r := relay(t, elsewhere(t, drv, c), rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond})
 		stop := run(t, r)
 		enqueueEach(t, c, rec, 3, func(i int) string { return fmt.Sprintf("message %d was not published by polling", i) })
 		stop()
@@ -71,7 +72,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	t.Run("DisableListenPolls", func(t *testing.T) {
 		c := Client(t, drv, nil)
 		rec := &postboxtest.Recorder{}
-		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond, DisableListen: true})
+		r := relay(t, elsewhere(t, drv, c), rec, &postbox.RelayConfig{PollInterval: 20 * time.Millisecond, DisableListen: true})
 		stop := run(t, r)
 		enqueueEach(t, c, rec, 3, func(i int) string { return fmt.Sprintf("message %d was not published by polling", i) })
 		stop()
@@ -128,13 +129,9 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		cfg := Tables(nil)
 		cfg.DisableNotify = true
 		producer := Client(t, drv, cfg)
-		c, err := postbox.NewClient(drv, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		enqueue(t, producer, messages(1, "orders")...)
 		rec := &postboxtest.Recorder{}
-		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, DisableListen: true})
+		r := relay(t, elsewhere(t, drv, producer), rec, &postbox.RelayConfig{PollInterval: time.Hour, DisableListen: true})
 		stop := run(t, r)
 		if !rec.WaitDistinct(context.Background(), 1, 30*time.Second) {
 			t.Fatal("the relay's first claim did not publish the message waiting")
@@ -166,6 +163,18 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 			t.Fatalf("Claimable once the message is due = %v, %v; want true", found, err)
 		}
 	})
+}
+
+// elsewhere returns a client on c's tables that shares nothing else with c, as a relay in another process has:
+// c's enqueues do not wake its relays in this process.
+func elsewhere[TTx any](t *testing.T, drv driver.Driver[TTx], c *postbox.Client[TTx]) *postbox.Client[TTx] {
+	t.Helper()
+	cfg := c.Config()
+	other, err := postbox.NewClient(drv, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return other
 }
 
 // enqueueEach enqueues n messages on "orders" one at a time, each once rec has seen the one before published, and
