@@ -28,10 +28,11 @@ type Relay struct {
 	outage  outage
 	polls   pollGate
 	// hint carries expect's signal to an idle worker; lastActive is the time of the last activity, in
-	// nanoseconds since epoch (see lookDelay).
+	// nanoseconds since epoch, and busy the number of workers not idle (see lookDelay).
 	hint       chan struct{}
 	epoch      time.Time
 	lastActive atomic.Int64
+	busy       atomic.Int32
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's
@@ -170,6 +171,8 @@ func (r *Relay) work(ctx context.Context) {
 	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
 	limit := r.cfg.BatchSize // 1 while the broker is down: one message probes it
 	woke := false            // whether the last wait ended with a wake-up
+	r.busy.Add(1)
+	defer r.busy.Add(-1)
 	for ctx.Err() == nil {
 		n, err := r.runOnce(ctx, limit)
 		switch {
@@ -195,7 +198,9 @@ func (r *Relay) work(ctx context.Context) {
 			r.active()
 			woke = r.wait(ctx, r.cfg.RecheckDelay)
 		default:
+			r.busy.Add(-1)
 			woke = r.idle(ctx)
+			r.busy.Add(1)
 		}
 		if working {
 			retry.Reset()

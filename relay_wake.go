@@ -66,10 +66,11 @@ func (r *Relay) idle(ctx context.Context) bool {
 }
 
 // lookDelay is how long an idle worker waits before it looks for messages: the time since the relay's last
-// activity (see active) divided by QuietDivisor, at least 4·RecheckDelay and at most PollInterval. Where the store
-// cannot peek it is PollInterval, since every look is a claim.
+// activity (see active) divided by QuietDivisor, at least 4·RecheckDelay and at most PollInterval. It is
+// PollInterval while another worker is busy, since that one claims again within RecheckDelay, and where the store
+// cannot peek, since every look is then a claim.
 func (r *Relay) lookDelay() time.Duration {
-	if r.client.peeker == nil {
+	if r.client.peeker == nil || r.busy.Load() > 0 {
 		return r.cfg.PollInterval
 	}
 	quiet := time.Duration(int64(time.Since(r.epoch)) - r.lastActive.Load())
