@@ -104,8 +104,10 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		rec := &postboxtest.Recorder{}
 		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, DisableListen: true})
 		stop := run(t, r)
+		// Once the first message is published the relay runs, and so hears its client's enqueues.
+		enqueueEach(t, c, rec, 1, func(int) string { return "the first message was not published within 30s" })
 		ctx := context.Background()
-		for i := 1; i <= 3; i++ {
+		for i := 2; i <= 4; i++ {
 			tx, err := drv.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
