@@ -145,3 +145,39 @@ func TestLookDelay(t *testing.T) {
 		t.Error("a negative QuietDivisor was accepted")
 	}
 }
+
+// TestIdleRelayLooksOncePerPollInterval: once the quiet spell after activity is QuietDivisor poll intervals long,
+// an idle relay's workers together look at most once per PollInterval.
+func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
+	store := &peekStore{}
+	c, err := NewClient[int](txDriver{storeDriver{store: store}}, &Config{DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const poll = 20 * time.Millisecond
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error { return nil }),
+		&RelayConfig{PollInterval: poll, RecheckDelay: time.Millisecond, QuietDivisor: 4, Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, "the relay running", func() bool { return c.local.running.Load() == 1 })
+	if _, err := c.Enqueue(ctx, 1, Message{Topic: "orders", Type: "order.created"}); err != nil {
+		t.Fatal(err) // activity: the relay looks often, then ever less often
+	}
+	waitFor(t, "a look after the enqueue", func() bool { return store.looks.Load() >= 1 })
+	time.Sleep(4*poll + 2*poll) // quiet for QuietDivisor poll intervals, and a little more
+	before, start := store.looks.Load(), time.Now()
+	time.Sleep(25 * poll)
+	looks, window := store.looks.Load()-before, time.Since(start)
+	// The pollGate lets workers look 9/10 of an interval apart, to allow for timer drift.
+	if most := int64(window/(poll*9/10)) + 1; looks > most {
+		t.Fatalf("an idle relay of 3 workers looked %d times in %v, want at most %d (one per PollInterval %v)", looks, window, most, poll)
+	}
+}
