@@ -16,6 +16,7 @@ type Client[TTx any] struct {
 	store  driver.Store[TTx]
 	cfg    Config
 	notify *notifier[TTx]
+	local  *localRelays // the running relays made from this client
 }
 
 // NewClient returns a client for the tables named in cfg (nil for the defaults). It does no I/O and creates no
@@ -32,7 +33,7 @@ func NewClient[TTx any](drv driver.Driver[TTx], cfg *Config) (*Client[TTx], erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Client[TTx]{drv: drv, store: store, cfg: c, notify: newNotifier(store, c)}, nil
+	return &Client[TTx]{drv: drv, store: store, cfg: c, notify: newNotifier(store, c), local: &localRelays{}}, nil
 }
 
 // Config returns the client's configuration with defaults applied.
@@ -44,6 +45,7 @@ func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.drv }
 // Enqueue writes m into the outbox inside tx and returns the message's ID: m.ID in lower case, or the UUIDv7 it
 // generated when m.ID is empty. The message is published only if tx commits. Enqueue never commits or rolls back
 // tx; when m is invalid it returns an error wrapping ErrInvalidMessage before writing anything, and tx stays usable.
+// Relays made from this client that run in this process look for the message soon after (see RelayConfig.QuietDivisor).
 func (c *Client[TTx]) Enqueue(ctx context.Context, tx TTx, m Message) (string, error) {
 	r, err := c.prepare(ctx, m)
 	if err != nil {
@@ -52,6 +54,7 @@ func (c *Client[TTx]) Enqueue(ctx context.Context, tx TTx, m Message) (string, e
 	if err := c.notify.insert(ctx, tx, []driver.Record{r}); err != nil {
 		return "", fmt.Errorf("postbox: enqueue %s: %w", r.ID, err)
 	}
+	c.local.enqueued()
 	return r.ID, nil
 }
 
@@ -77,6 +80,7 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, tx TTx, msgs []Message) 
 	if err := c.notify.insert(ctx, tx, recs); err != nil {
 		return fmt.Errorf("postbox: enqueue batch of %d: %w", len(recs), err)
 	}
+	c.local.enqueued()
 	for i := range msgs {
 		msgs[i].ID = recs[i].ID
 	}
@@ -132,8 +136,10 @@ func (c *Client[TTx]) Migrations() []Migration {
 }
 
 // InTx runs fn in a new transaction and commits it when fn returns nil; otherwise it rolls back and returns fn's
-// error (with the rollback's error joined, if any).
+// error (with the rollback's error joined, if any). Once a transaction that enqueued commits, it wakes the relays
+// made from this client that run in this process.
 func (c *Client[TTx]) InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
+	before := c.local.enqueues.Load()
 	tx, err := c.drv.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("postbox: begin: %w", err)
@@ -147,5 +153,6 @@ func (c *Client[TTx]) InTx(ctx context.Context, fn func(ctx context.Context, tx 
 	if err := c.drv.Commit(ctx, tx); err != nil {
 		return fmt.Errorf("postbox: commit: %w", err)
 	}
+	c.local.committed(before)
 	return nil
 }

@@ -139,6 +139,7 @@ func (c *Consumer[TTx]) ProcessFrom(ctx context.Context, source string, m Messag
 // back, and the rollback's error never hides the cause.
 func (c *Consumer[TTx]) attempt(ctx context.Context, key string, m Message, h Handler[TTx]) (res Result, handlerErr bool, err error) {
 	drv := c.client.drv
+	enqueues := c.client.local.enqueues.Load()
 	tx, err := drv.Begin(ctx)
 	if err != nil {
 		return Result{}, false, fmt.Errorf("postbox: begin: %w", err)
@@ -174,5 +175,6 @@ func (c *Consumer[TTx]) attempt(ctx context.Context, key string, m Message, h Ha
 		return Result{}, false, fmt.Errorf("postbox: commit: %w", err)
 	}
 	committed = true
+	c.client.local.committed(enqueues) // wake this process's relays when the handler's messages committed
 	return res, false, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,12 @@ type Relay struct {
 	outage  outage
 	polls   pollGate
 	paused  pausedSet
+	// hint carries expect's signal to an idle worker; lastActive is the time of the last activity, in
+	// nanoseconds since epoch, and busy the number of workers not idle (see lookDelay).
+	hint       chan struct{}
+	epoch      time.Time
+	lastActive atomic.Int64
+	busy       atomic.Int32
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's
@@ -39,6 +46,7 @@ type relayClient struct {
 	listener driver.Listener       // nil when the driver cannot listen
 	pinger   driver.Pinger         // nil when the driver cannot ping
 	pauser   driver.TopicPauser    // nil when the store cannot pause topics
+	local    *localRelays          // the relays of the client, which its enqueues wake
 	// stats counts pending and dead records per topic, for the line a relay logs when it resumes.
 	stats func(ctx context.Context, now time.Time) ([]driver.TopicStats, error)
 }
@@ -94,6 +102,7 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 	rc.pinger, _ = client.drv.(driver.Pinger)
 	rc.pauser, _ = client.store.(driver.TopicPauser)
 	rc.stats = client.store.Stats
+	rc.local = client.local
 	if client.cfg.Ordered {
 		var ok bool
 		if rc.ordered, ok = client.store.(driver.OrderedClaimer); !ok {
@@ -109,7 +118,8 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 		log = client.cfg.Logger
 	}
 	r := &Relay{client: rc, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), hint: make(chan struct{}, 1), epoch: time.Now()}
+	r.lastActive.Store(math.MinInt64 / 2) // no activity yet: idle workers look once per PollInterval
 	return r, nil
 }
 
@@ -120,8 +130,10 @@ func (r *Relay) Stats() RelayStats {
 		Listening: r.stats.listening.Load(), Unavailable: r.outage.total(r.client.cfg.Clock.Now())}
 }
 
-// Wake makes an idle worker claim at once instead of waiting for the poll interval. Call it after committing a
-// transaction that enqueued messages, when the relay runs in the same process. It never blocks.
+// Wake makes an idle worker claim at once instead of waiting for the poll interval. The client the relay was made
+// from wakes it by itself: after InTx commits a transaction that enqueued, and (sooner looks) whenever it enqueues.
+// Call Wake after committing a transaction that enqueued through another client of the same tables, when the
+// relay runs in the same process. It never blocks.
 func (r *Relay) Wake() {
 	select {
 	case r.wake <- struct{}{}:
@@ -137,6 +149,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("postbox: relay is already running; make one relay per Run")
 	}
 	defer r.running.Store(false)
+	r.client.local.add(r)
+	defer r.client.local.remove(r)
 	var wg sync.WaitGroup
 	for range r.cfg.Workers {
 		wg.Add(1)
@@ -160,7 +174,8 @@ func (r *Relay) work(ctx context.Context) {
 	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
 	limit := r.cfg.BatchSize // 1 while the broker is down: one message probes it
 	woke := false            // whether the last wait ended with a wake-up
-	warm := false            // whether the last claim followed activity
+	r.busy.Add(1)
+	defer r.busy.Add(-1)
 	for ctx.Err() == nil {
 		n, err := r.runOnce(ctx, limit)
 		switch {
@@ -176,17 +191,19 @@ func (r *Relay) work(ctx context.Context) {
 		working := r.resumed(ctx, n)
 		switch {
 		case n == limit:
-			warm = true
+			r.active()
 			if r.cfg.Workers > 1 {
 				r.Wake() // a backlog: bring in an idle worker too, while this one claims again at once
 			}
 		case n > 0 || woke:
 			// Messages are flowing, or a client just woke us: transactions that committed a moment later carry
 			// no wake-up of their own, so look again shortly.
-			warm = true
+			r.active()
 			woke = r.wait(ctx, r.cfg.RecheckDelay)
 		default:
-			woke, warm = r.idle(ctx, warm), false
+			r.busy.Add(-1)
+			woke = r.idle(ctx)
+			r.busy.Add(1)
 		}
 		if working {
 			retry.Reset()

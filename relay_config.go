@@ -19,6 +19,7 @@ const (
 	DefaultBackoffBase    = time.Second
 	DefaultBackoffMax     = 10 * time.Minute
 	DefaultRecheckDelay   = 2 * time.Millisecond
+	DefaultQuietDivisor   = 4
 	// DefaultErrorBackoffBase and DefaultErrorBackoffMax shape how often a relay that cannot work tries again.
 	DefaultErrorBackoffBase = 100 * time.Millisecond
 	DefaultErrorBackoffMax  = time.Second
@@ -34,10 +35,18 @@ type RelayConfig struct {
 	// while it publishes. With two, one worker claims and settles while the other waits for the broker's acks.
 	// Default: DefaultWorkers (2), or 1 for an ordered client (Config.Ordered).
 	Workers int
-	// PollInterval is how often an idle worker looks for messages when no wake-up comes: it is the latency bound
-	// without LISTEN, and the backstop with it. An idle worker looks with one cheap statement, and claims only
-	// when that finds something. After a full batch it claims again at once. Default: DefaultPollInterval (500ms).
+	// PollInterval is how often an idle worker looks for messages when no wake-up comes and nothing happened for
+	// a while (see QuietDivisor): it is the latency bound of a message after a long quiet spell without LISTEN,
+	// and the backstop with it. An idle worker looks with one cheap statement, and claims only when that finds
+	// something. After a full batch it claims again at once. Default: DefaultPollInterval (500ms).
 	PollInterval time.Duration
+	// QuietDivisor shapes how an idle worker slows down after activity (messages claimed, a wake-up, or an
+	// enqueue by the relay's own client in this process): it looks again after the time since that activity
+	// divided by QuietDivisor, at least 4·RecheckDelay and at most PollInterval. A message committed without a
+	// wake-up after a quiet spell of d (a producer in another process, on MySQL or SQLite, or behind PgBouncer) is
+	// so found within about d/QuietDivisor, and a relay that falls idle sends a few looks (about 23 with the defaults)
+	// before it settles at one per PollInterval. A larger value looks more often. Default: DefaultQuietDivisor (4).
+	QuietDivisor int
 	// PublishTimeout bounds each Publish call; a batch that times out is retried. Default: DefaultPublishTimeout
 	// (10s).
 	PublishTimeout time.Duration
@@ -85,9 +94,9 @@ type RelayConfig struct {
 	DisableListen bool
 	// RecheckDelay is how soon a worker claims again after a claim that found fewer than BatchSize messages, or
 	// after a wake-up: transactions that committed just after the one that woke the relay are caught then rather
-	// than at the next poll. When that claim finds nothing the worker falls idle, looking again after 4, 16, 64...
-	// times RecheckDelay, up to PollInterval. While messages flow, the time from commit to publish is about half
-	// of RecheckDelay plus one claim. Default: DefaultRecheckDelay (2ms).
+	// than at the next poll. When that claim finds nothing the worker falls idle, looking again after 4 times
+	// RecheckDelay and then ever less often (see QuietDivisor), up to PollInterval. While messages flow, the time
+	// from commit to publish is about half of RecheckDelay plus one claim. Default: DefaultRecheckDelay (2ms).
 	RecheckDelay time.Duration
 	// Observer, when set, receives the outcome of every batch, for metrics. Default: none.
 	Observer RelayObserver
@@ -113,6 +122,7 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.BackoffMax, DefaultBackoffMax)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
 	setDefault(&out.PausedRefresh, DefaultPausedRefresh)
+	setDefault(&out.QuietDivisor, DefaultQuietDivisor)
 	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
 		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
 	}
@@ -136,7 +146,7 @@ func (c RelayConfig) validate() error {
 		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)}, {"PollInterval", int64(c.PollInterval)},
 		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
 		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
-		{"RecheckDelay", int64(c.RecheckDelay)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
+		{"RecheckDelay", int64(c.RecheckDelay)}, {"QuietDivisor", int64(c.QuietDivisor)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
 		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)}, {"PausedRefresh", int64(c.PausedRefresh)},
 	}
 	for _, p := range positive {

@@ -2,6 +2,7 @@ package postbox
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,27 +20,41 @@ func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, 
 }
 
 // idle waits until a wake-up, or until a look finds something to claim, or ctx is done, and reports whether a
-// wake-up ended it. An idle relay looks every PollInterval. Right after activity (warm) it looks sooner, then ever
-// less often, up to PollInterval: a transaction that enqueued without a wake-up of its own (within a client's
-// NotifyInterval of another) and committed after the last claim is found within milliseconds, not at the next
-// poll. Where the store can peek, a look is one statement instead of a claim's transaction.
-func (r *Relay) idle(ctx context.Context, warm bool) bool {
+// wake-up ended it. Where the store can peek, a look is one statement instead of a claim's transaction, and an
+// idle worker looks again after the time since the relay's last activity divided by QuietDivisor (see
+// lookDelay): soon after messages flowed, or after a client of this process enqueued (hint), ever less often
+// during a quiet spell, and once per PollInterval when idle. A message committed without a wake-up is so found
+// within a fraction of the quiet time before it. Where the store cannot peek, a look is a claim, once per
+// PollInterval.
+func (r *Relay) idle(ctx context.Context) bool {
 	peeker := r.client.peeker
-	delay := r.cfg.PollInterval
-	if warm && peeker != nil {
-		delay = min(4*r.cfg.RecheckDelay, r.cfg.PollInterval)
-	}
 	for {
-		if r.wait(ctx, delay) {
-			return true
+		delay := r.lookDelay()
+		deadline := time.Now().Add(delay)
+	wait:
+		for {
+			t := time.NewTimer(time.Until(deadline))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-r.wake:
+				t.Stop()
+				return true
+			case <-r.hint:
+				// A client of this process enqueued: its transaction commits within moments, so look soon. A
+				// stream of hints only brings the look forward, never puts it off.
+				t.Stop()
+				if d := r.lookDelay(); time.Now().Add(d).Before(deadline) {
+					delay, deadline = d, time.Now().Add(d)
+				}
+			case <-t.C:
+				break wait
+			}
 		}
-		if ctx.Err() != nil {
-			return false
+		if !r.polls.take(delay) {
+			continue // another idle worker looked a moment ago
 		}
-		if delay >= r.cfg.PollInterval && !r.polls.take(r.cfg.PollInterval) {
-			continue // another idle worker polled a moment ago
-		}
-		delay = min(4*delay, r.cfg.PollInterval)
 		if peeker == nil {
 			return false
 		}
@@ -47,6 +62,31 @@ func (r *Relay) idle(ctx context.Context, warm bool) bool {
 		if err != nil || found {
 			return false // claim now; a database error shows up there and is counted and logged once
 		}
+	}
+}
+
+// lookDelay is how long an idle worker waits before it looks for messages: the time since the relay's last
+// activity (see active) divided by QuietDivisor, at least 4·RecheckDelay and at most PollInterval. It is
+// PollInterval while another worker is busy, since that one claims again within RecheckDelay, and where the store
+// cannot peek, since every look is then a claim.
+func (r *Relay) lookDelay() time.Duration {
+	if r.client.peeker == nil || r.busy.Load() > 0 {
+		return r.cfg.PollInterval
+	}
+	quiet := time.Duration(int64(time.Since(r.epoch)) - r.lastActive.Load())
+	return min(max(quiet/time.Duration(r.cfg.QuietDivisor), 4*r.cfg.RecheckDelay), r.cfg.PollInterval)
+}
+
+// active records that messages flowed, or that a wake-up or hint came: idle workers look often for a while.
+func (r *Relay) active() { r.lastActive.Store(int64(time.Since(r.epoch))) }
+
+// expect tells an idle relay that a client of this process enqueued in a transaction not yet committed: it looks
+// again soon (see idle). It never blocks.
+func (r *Relay) expect() {
+	r.active()
+	select {
+	case r.hint <- struct{}{}:
+	default:
 	}
 }
 
@@ -92,8 +132,8 @@ func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 	}
 }
 
-// pollGate lets one idle worker of a relay poll per PollInterval, so that an idle relay's cost does not grow with
-// its workers.
+// pollGate lets one idle worker of a relay look per interval, so that an idle relay's cost does not grow with its
+// workers.
 type pollGate struct {
 	once  sync.Once
 	epoch time.Time
@@ -113,4 +153,58 @@ func (g *pollGate) take(interval time.Duration) bool {
 		return false
 	}
 	return g.last.CompareAndSwap(last, now)
+}
+
+// localRelays are the running relays made from one client. The client's enqueues reach them without a round trip
+// through the database: each enqueue makes them look soon (expect), and InTx wakes them once its transaction
+// committed. This is the wake-up of databases without notifications (MySQL, SQLite), and comes before the
+// notification on PostgreSQL.
+type localRelays struct {
+	running  atomic.Int32 // len(relays), read without the lock on every enqueue
+	enqueues atomic.Int64 // enqueue calls so far, which InTx compares before and after its transaction
+	mu       sync.Mutex
+	relays   []*Relay
+}
+
+func (l *localRelays) add(r *Relay) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.relays = append(l.relays, r)
+	l.running.Store(int32(len(l.relays)))
+}
+
+func (l *localRelays) remove(r *Relay) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.relays, r); i >= 0 {
+		l.relays = slices.Delete(l.relays, i, i+1)
+	}
+	l.running.Store(int32(len(l.relays)))
+}
+
+// each calls fn for every running relay.
+func (l *localRelays) each(fn func(*Relay)) {
+	if l.running.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.relays {
+		fn(r)
+	}
+}
+
+// enqueued tells the running relays that a transaction enqueued and will commit soon.
+func (l *localRelays) enqueued() {
+	l.enqueues.Add(1)
+	l.each((*Relay).expect)
+}
+
+// committed wakes the running relays when an enqueue happened since before, the count of enqueues when a
+// transaction began: the transaction that just committed may hold messages. Another transaction's enqueue
+// meanwhile makes the wake-up needless, never harmful.
+func (l *localRelays) committed(before int64) {
+	if l.enqueues.Load() != before {
+		l.each((*Relay).Wake)
+	}
 }

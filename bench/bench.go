@@ -5,7 +5,8 @@
 //	enqueue     a business transaction with and without one Enqueue; EnqueueBatch of 100 against COPY
 //	notify      32 producers committing with no wake-up notification, with Postbox's coalesced one, and with one
 //	            NOTIFY per transaction
-//	relay       draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING
+//	relay       draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING (on
+//	            MySQL, SELECT ... FOR UPDATE SKIP LOCKED then DELETE, in one transaction)
 //	relay-nats  draining the backlog to NATS JetStream with acks against publishing the same messages directly
 //	latency     commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends
 //	ordered     the relay in ordered mode over many keys against the unordered relay
@@ -35,6 +36,7 @@ const (
 	DBPgxV5       = "pgxv5"       // PostgreSQL through pgx v5 (the default)
 	DBDatabaseSQL = "databasesql" // PostgreSQL through database/sql and pgx's stdlib driver
 	DBSQLite      = "sqlite"      // SQLite through database/sql and modernc.org/sqlite
+	DBMySQL       = "mysql"       // MySQL 8 or MariaDB 10.6+ through database/sql and go-sql-driver/mysql
 )
 
 // Defaults for Options.
@@ -53,10 +55,11 @@ const (
 
 // Options configure a run. The zero value is valid: every field has a default.
 type Options struct {
-	// DB is the database and client library: DBPgxV5, DBDatabaseSQL or DBSQLite. Default: DBPgxV5.
+	// DB is the database and client library: DBPgxV5, DBDatabaseSQL, DBSQLite or DBMySQL. Default: DBPgxV5.
 	DB string
-	// URL is the PostgreSQL URL, or the SQLite file. The PostgreSQL database is created when missing. Default:
-	// DefaultPostgresURL, or a file in a temporary directory for SQLite.
+	// URL is the PostgreSQL URL, the MySQL URL (mysql://user:pass@host:3306/database) or the SQLite file. The
+	// PostgreSQL or MySQL database is created when missing. Default: DefaultPostgresURL, DefaultMySQLURL, or a
+	// file in a temporary directory for SQLite.
 	URL string
 	// ListenURL is the PostgreSQL URL the relays LISTEN on through pgx, when URL goes through a pooler in
 	// transaction mode (PgBouncer) where LISTEN hears nothing: a direct connection. Default: URL itself.
@@ -86,6 +89,10 @@ type Options struct {
 	Workers   int
 	// IdleWindow is how long the latency scenario watches an idle relay. Default: DefaultIdleWindow (5s).
 	IdleWindow time.Duration
+	// LocalRelay makes the latency scenario's relay from the producers' client, as in one process, so that their
+	// enqueues and commits wake it (see postbox.RelayConfig.QuietDivisor). Default: false, a relay of its own
+	// client, as in another process, which finds messages by notification (PostgreSQL) or by looking.
+	LocalRelay bool
 	// NotifyInterval and RecheckDelay configure every client and relay; zero means Postbox's defaults. A negative
 	// NotifyInterval turns notifications off.
 	NotifyInterval time.Duration
@@ -177,7 +184,7 @@ func Describe(scenario string) string {
 	case "notify":
 		return "32 producers committing with no wake-up, with Postbox's coalesced one, and with one NOTIFY per transaction"
 	case "relay":
-		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING"
+		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING (MySQL: SELECT ... SKIP LOCKED, DELETE)"
 	case "relay-nats":
 		return "draining the backlog to NATS JetStream with acks against publishing the same messages directly"
 	case "latency":
@@ -219,8 +226,14 @@ func Run(ctx context.Context, scenario string, opts Options, out io.Writer) erro
 			return err
 		}
 		run = func(ctx context.Context, name string) (Result, error) { return runScenario(ctx, t, name, o) }
+	case DBMySQL:
+		t, err := mysqlTarget(ctx, o)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, name string) (Result, error) { return runScenario(ctx, t, name, o) }
 	default:
-		return fmt.Errorf("bench: unknown database %q; choose %s, %s or %s", o.DB, DBPgxV5, DBDatabaseSQL, DBSQLite)
+		return fmt.Errorf("bench: unknown database %q; choose %s, %s, %s or %s", o.DB, DBPgxV5, DBDatabaseSQL, DBSQLite, DBMySQL)
 	}
 	for _, name := range names {
 		var runs []Result

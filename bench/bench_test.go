@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 
 	"github.com/postbox-go/postbox/internal/testenv"
@@ -101,6 +103,44 @@ func TestSQLite(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(got["notify"]["skipped"]), "PostgreSQL") {
 		t.Errorf("notify on SQLite: %v, want it skipped with the reason", got["notify"])
 	}
+}
+
+// TestMySQL runs every scenario that has a meaning on MySQL against MariaDB, each against its SQL-only baseline,
+// with the relay in another client and then in the producers' own.
+func TestMySQL(t *testing.T) {
+	dsn, err := testenv.FreshMySQL("postbox_test_bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName}
+	if cfg.Passwd == "" {
+		u.User = url.User(cfg.User)
+	}
+	o := small(DBMySQL, u.String())
+	scenarios := []string{"enqueue", "relay", "latency", "ordered", "inbox"}
+	got := run(t, o, append(scenarios, "notify")...)
+	for _, s := range scenarios {
+		positive(t, got[s], "events_per_s", "baseline_per_s", "ratio")
+	}
+	positive(t, got["enqueue"], "batch_events_per_s", "batch_baseline_per_s", "batch_ratio", "insert_ratio")
+	positive(t, got["latency"], "p50_ms", "p99_ms", "max_ms")
+	// Statements are counted on MySQL: the figure is reported, never -1.
+	if v, ok := got["latency"]["idle_queries_per_s"].(float64); !ok || v < 0 {
+		t.Errorf("latency: idle_queries_per_s = %v, want a counted figure", got["latency"]["idle_queries_per_s"])
+	}
+	if v := got["ordered"]["order_violations"]; v != float64(0) {
+		t.Errorf("ordered: %v messages published before an earlier one of their key", v)
+	}
+	if !strings.Contains(fmt.Sprint(got["notify"]["skipped"]), "PostgreSQL") {
+		t.Errorf("notify on MySQL: %v, want it skipped with the reason", got["notify"])
+	}
+	o.LocalRelay = true
+	local := run(t, o, "latency")["latency"]
+	positive(t, local, "events_per_s", "p50_ms", "p99_ms", "local_relay")
 }
 
 func TestRunsReportMedians(t *testing.T) {

@@ -60,7 +60,7 @@ func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 		}
 	}
 	// Enqueue's own bound: the same transaction with a bare INSERT of the row Enqueue writes.
-	bare := "INSERT INTO " + rawTable + " (" + strings.Join(outboxCols, ", ") + ") VALUES (" + t.phList(len(outboxCols)) + ")"
+	bare := "INSERT INTO " + rawTable + " (" + t.cols(outboxCols) + ") VALUES (" + t.phList(len(outboxCols)) + ")"
 	insert := func(ctx context.Context, i int64) error {
 		row := rawRows(t, []postbox.Message{o.message(int(i))})[0]
 		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
@@ -104,7 +104,11 @@ func rawRows[TTx any](t *target[TTx], msgs []postbox.Message) [][]any {
 	rows := make([][]any, len(msgs))
 	for i, m := range msgs {
 		now := t.now()
-		rows[i] = []any{postbox.NewID(), m.Topic, m.Key, m.Type, m.Payload, nil, now, now}
+		var id any = postbox.NewID()
+		if t.dialect == "mysql" {
+			id = mysqlID(id.(string))
+		}
+		rows[i] = []any{id, m.Topic, m.Key, m.Type, m.Payload, nil, now, now}
 	}
 	return rows
 }
@@ -115,7 +119,7 @@ func rawInsert[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], tx T
 		return c.txCopy(ctx, tx, table, outboxCols, rows)
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO " + table + " (" + strings.Join(outboxCols, ", ") + ") VALUES ")
+	b.WriteString("INSERT INTO " + table + " (" + t.cols(outboxCols) + ") VALUES ")
 	args := make([]any, 0, len(rows)*len(outboxCols))
 	for i, r := range rows {
 		if i > 0 {

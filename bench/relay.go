@@ -148,7 +148,7 @@ func loadBacklog[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], o 
 	if err := preload(ctx, client, o); err != nil {
 		return nil, err
 	}
-	if err := copyTable(ctx, c, table, rawTable); err != nil {
+	if err := copyTable(ctx, t, c, table, rawTable); err != nil {
 		return nil, err
 	}
 	return client, settle(ctx, t, c, table, rawTable)
@@ -167,9 +167,9 @@ func newRelay[TTx any](rc *conns[TTx], client *postbox.Client[TTx], pub postbox.
 	return postbox.NewRelay(rclient, pub, &cfg)
 }
 
-// sqlDrain deletes at least n rows of table, or all when last, with one DELETE ... RETURNING per batch from as
-// many connections as the relay has workers, reading every column the relay reads, and returns how many it
-// deleted.
+// sqlDrain deletes at least n rows of table, or all when last, with one DELETE ... RETURNING per batch (or, where
+// the database has none, conns.claimDelete) from as many connections as the relay has workers, reading every
+// column the relay reads, and returns how many it deleted.
 func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table string, o Options, n int64, last bool) (int64, error) {
 	// The limit is a literal: as a parameter, PostgreSQL's generic plan for the cached statement guesses a large
 	// batch and hash-joins the whole table, which would make this baseline slower than it needs to be.
@@ -179,13 +179,17 @@ func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table
 		inner += " FOR UPDATE SKIP LOCKED"
 	}
 	q := "DELETE FROM " + table + " WHERE id IN (" + inner + ") RETURNING " + recordCols(t.dialect)
+	batch := func() (int, error) { return c.readRecords(ctx, q, t.now()) }
+	if c.claimDelete != nil {
+		batch = func() (int, error) { return c.claimDelete(ctx, table, o.BatchSize) }
+	}
 	var total atomic.Int64
 	workers := o.workers(false)
 	errs := make(chan error, workers)
 	for range workers {
 		go func() {
 			for total.Load() < n || last {
-				got, err := c.readRecords(ctx, q, t.now())
+				got, err := batch()
 				if err != nil || got == 0 {
 					errs <- err
 					return

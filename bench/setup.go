@@ -25,8 +25,11 @@ var outboxCols = []string{"id", "topic", "key", "type", "payload", "headers", "a
 
 // recordCols is the select list the relay reads a record with, so that the baselines read the same.
 func recordCols(dialect string) string {
-	if dialect == "postgres" {
+	switch dialect {
+	case "postgres":
 		return "id::text, topic, key, type, payload, headers::text, status, attempts, last_error, available_at, created_at, published_at"
+	case "mysql":
+		return "id, topic, `key`, type, payload, headers, status, attempts, last_error, available_at, created_at, published_at"
 	}
 	return "id, topic, key, type, payload, headers, status, attempts, last_error, available_at, created_at, published_at"
 }
@@ -57,7 +60,8 @@ func sameClient[TTx any](c *conns[TTx], of *postbox.Client[TTx], change func(*po
 }
 
 func dropOutbox[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], name string) error {
-	for _, tbl := range []string{name, driver.Derived(name, "_migrations"), name + "_inbox", driver.Derived(name+"_inbox", "_failures")} {
+	for _, tbl := range []string{name, driver.Derived(name, "_migrations"), name + "_inbox", driver.Derived(name+"_inbox", "_failures"),
+		driver.Derived(name+"_inbox", "_stripes")} {
 		if _, err := c.exec(ctx, "DROP TABLE IF EXISTS "+tbl); err != nil {
 			return fmt.Errorf("drop %s: %w", tbl, err)
 		}
@@ -72,9 +76,13 @@ func newDomainTable[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx])
 	}
 	ddl := "CREATE TABLE " + domainTable + " (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, customer text NOT NULL," +
 		" amount bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
-	if t.dialect == "sqlite" {
+	switch t.dialect {
+	case "sqlite":
 		ddl = "CREATE TABLE " + domainTable + " (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL," +
 			" amount INTEGER NOT NULL, created_at INTEGER NOT NULL DEFAULT (unixepoch()))"
+	case "mysql":
+		ddl = "CREATE TABLE " + domainTable + " (id BIGINT AUTO_INCREMENT PRIMARY KEY, customer VARCHAR(255) NOT NULL," +
+			" amount BIGINT NOT NULL, created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB"
 	}
 	_, err := c.exec(ctx, ddl)
 	return err
@@ -171,8 +179,9 @@ func preload[TTx any](ctx context.Context, client *postbox.Client[TTx], o Option
 }
 
 // copyTable fills table dst, of the same shape as src, with src's rows, on the server.
-func copyTable[TTx any](ctx context.Context, c *conns[TTx], src, dst string) error {
-	cols := "id, topic, key, type, payload, headers, status, attempts, last_error, available_at, created_at, published_at"
+func copyTable[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], src, dst string) error {
+	cols := t.cols([]string{"id", "topic", "key", "type", "payload", "headers", "status", "attempts", "last_error",
+		"available_at", "created_at", "published_at"})
 	_, err := c.exec(ctx, "INSERT INTO "+dst+" ("+cols+") SELECT "+cols+" FROM "+src)
 	return err
 }
@@ -182,16 +191,20 @@ func copyTable[TTx any](ctx context.Context, c *conns[TTx], src, dst string) err
 func settle[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], tables ...string) error {
 	for _, tbl := range tables {
 		q := "VACUUM (ANALYZE) " + tbl
-		if t.dialect == "sqlite" {
+		switch t.dialect {
+		case "sqlite":
 			q = "ANALYZE " + tbl
+		case "mysql":
+			q = "ANALYZE TABLE " + tbl
 		}
 		if _, err := c.exec(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	if t.dialect == "postgres" {
+	switch t.dialect {
+	case "postgres":
 		_, _ = c.exec(ctx, "CHECKPOINT") // needs superuser or pg_checkpoint; without it the run is only noisier
-	} else {
+	case "sqlite":
 		_, _ = c.exec(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 	}
 	return nil

@@ -26,7 +26,7 @@ import (
 
 // target is the database under test, reached through one client library.
 type target[TTx any] struct {
-	dialect string // "postgres" or "sqlite"
+	dialect string // "postgres", "mysql" or "sqlite"
 	// open returns a new pool of at most maxConns connections. Each relay and each group of producers gets a pool
 	// of its own, as it would in a process of its own.
 	open func(ctx context.Context, maxConns int) (*conns[TTx], error)
@@ -44,6 +44,9 @@ type conns[TTx any] struct {
 	// readRecords runs q, scans every returned row into the Go types the relay uses for an outbox record, and
 	// returns the number of rows.
 	readRecords func(ctx context.Context, q string, args ...any) (int, error)
+	// claimDelete, where the database has no DELETE ... RETURNING (MySQL), is the relay's baseline for one batch:
+	// lock at most limit pending rows of table, read them, delete them and commit; it returns the rows deleted.
+	claimDelete func(ctx context.Context, table string, limit int) (int, error)
 	// queries returns the number of statements sent through this pool so far, or -1 when it cannot be counted.
 	queries func() int64
 	close   func()
@@ -224,6 +227,21 @@ func newRecordDest(dialect string) *recordDest {
 		d.avail, d.created, d.published = new(int64), new(int64), new(*int64)
 	}
 	return d
+}
+
+// cols joins column names for a statement, quoting key where it is a reserved word (MySQL).
+func (t *target[TTx]) cols(names []string) string {
+	if t.dialect != "mysql" {
+		return strings.Join(names, ", ")
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		if n == "key" {
+			n = "`key`"
+		}
+		q[i] = n
+	}
+	return strings.Join(q, ", ")
 }
 
 func (d *recordDest) dests() []any {

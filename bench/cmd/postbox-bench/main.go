@@ -45,8 +45,9 @@ same load, and prints both rates and their ratio. With no SCENARIO it runs them 
 
 %s
 
---db is the database to measure: PostgreSQL (through pgx, or database/sql with --driver databasesql; the
-database is created when missing) or SQLite (sqlite:FILE). The bench makes tables named bench_* in it, dropping
+--db is the database to measure: PostgreSQL (through pgx, or database/sql with --driver databasesql), MySQL or
+MariaDB (mysql://user:pass@host:3306/db, through go-sql-driver/mysql) or SQLite (sqlite:FILE). A PostgreSQL or
+MySQL database is created when missing. The bench makes tables named bench_* in it, dropping
 any it finds by those names: give it a database of its own, not an application's. --broker is the NATS server
 with JetStream for relay-nats; the bench makes a stream for --topic and deletes it afterwards.
 
@@ -61,6 +62,7 @@ Examples:
   postbox-bench --json relay latency
   postbox-bench --db postgres://postgres@localhost/postbox_bench --driver databasesql relay
   postbox-bench --db sqlite:/tmp/bench.db relay ordered
+  postbox-bench --db mysql://root@127.0.0.1:3306/postbox_bench --runs 3 relay enqueue latency
   postbox-bench --broker nats://localhost:4222 --workers 1 --batch-size 1000 relay-nats
   postbox-bench --cpuprofile cpu.out relay && go tool pprof -top cpu.out
 
@@ -96,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		f.PrintDefaults()
 		f.SetOutput(stderr)
 	}
-	f.StringVar(&bo.db, "db", bench.DefaultPostgresURL, "database to measure: postgres://user:pass@host:5432/db or sqlite:FILE")
+	f.StringVar(&bo.db, "db", bench.DefaultPostgresURL, "database to measure: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:FILE")
 	f.StringVar(&o.ListenURL, "listen-db", "", "direct PostgreSQL URL the relays LISTEN on, when --db goes through a pooler (pgx only)")
 	f.StringVar(&bo.driver, "driver", "", "client library for PostgreSQL: "+bench.DBPgxV5+" (default) or "+bench.DBDatabaseSQL)
 	f.StringVar(&o.NATSURL, "broker", bench.DefaultNATSURL, "NATS server with JetStream, for relay-nats")
@@ -111,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.IntVar(&o.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one relay claim takes")
 	f.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("relay workers (default %d, or 1 in ordered mode)", postbox.DefaultWorkers))
 	f.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultIdleWindow, "how long the latency scenario watches an idle relay")
+	f.BoolVar(&o.LocalRelay, "local-relay", false, "latency: make the relay from the producers' client, as in one process, so that their enqueues wake it")
 	f.DurationVar(&o.NotifyInterval, "notify-interval", 0,
 		fmt.Sprintf("clients' wake-up NotifyInterval (default %s); negative turns wake-ups off", postbox.DefaultNotifyInterval))
 	f.DurationVar(&o.RecheckDelay, "recheck-delay", 0, fmt.Sprintf("relays' RecheckDelay (default %s)", postbox.DefaultRecheckDelay))
@@ -223,6 +226,14 @@ func (bo *benchOptions) resolve() error {
 			return usageErrorf("--driver %q: use %s or %s", bo.driver, bench.DBPgxV5, bench.DBDatabaseSQL)
 		}
 		o.URL = bo.db
+	case "mysql", "mariadb":
+		if o.ListenURL != "" {
+			return usageErrorf("--listen-db applies to PostgreSQL through pgx only")
+		}
+		if bo.driver != "" && bo.driver != bench.DBDatabaseSQL {
+			return usageErrorf("--driver %q: MySQL is measured through %s only; leave --driver out", bo.driver, bench.DBDatabaseSQL)
+		}
+		o.DB, o.URL = bench.DBMySQL, bo.db
 	case "sqlite", "sqlite3", "file":
 		if o.ListenURL != "" {
 			return usageErrorf("--listen-db applies to PostgreSQL through pgx only")
@@ -239,7 +250,8 @@ func (bo *benchOptions) resolve() error {
 		}
 		o.DB, o.URL = bench.DBSQLite, path
 	default:
-		return usageErrorf("--db %s: the bench measures PostgreSQL (postgres://user:pass@host:5432/db) or SQLite (sqlite:FILE)", redactURL(bo.db))
+		return usageErrorf("--db %s: the bench measures PostgreSQL (postgres://user:pass@host:5432/db), MySQL or MariaDB "+
+			"(mysql://user:pass@host:3306/db) or SQLite (sqlite:FILE)", redactURL(bo.db))
 	}
 	if natsScheme, _, _ := strings.Cut(o.NATSURL, "://"); !strings.EqualFold(natsScheme, "nats") || strings.Contains(o.NATSURL, "?") {
 		return usageErrorf("--broker %s: the bench publishes to NATS only; give the server as nats://[user:pass@]host:4222, without parameters",

@@ -150,7 +150,8 @@ func TestBenchUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, wal, or all`},
-		{[]string{"--db", "mysql://root@127.0.0.1:3306/test"}, "the bench measures PostgreSQL"},
+		{[]string{"--db", "oracle://scott@127.0.0.1:1521/orcl"}, "the bench measures PostgreSQL (postgres://user:pass@host:5432/db), MySQL"},
+		{[]string{"--db", "mysql://root@127.0.0.1:3306/test", "--driver", "pgxv5"}, "MySQL is measured through databasesql only"},
 		{[]string{"--driver", "jdbc"}, `--driver "jdbc": use pgxv5 or databasesql`},
 		{[]string{"--db", "sqlite:bench.db", "--driver", "pgxv5"}, "SQLite is measured through databasesql only"},
 		{[]string{"--db", "sqlite:bench.db?_pragma=foreign_keys(1)"}, "give only the file, sqlite:bench.db"},
@@ -173,6 +174,11 @@ func TestBenchUsage(t *testing.T) {
 	r := runCmd(context.Background(), "--db", "postgres://u:pg-secret@127.0.0.1:1/none", "relay")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "PostgreSQL is not reachable at postgres://u:xxxxx@127.0.0.1:1/none") {
 		t.Errorf("bench on an unreachable database: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	r = runCmd(context.Background(), "--db", "mysql://u:my-secret@127.0.0.1:1/none", "relay")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "MySQL is not reachable at mysql://u:xxxxx@127.0.0.1:1/none") {
+		t.Errorf("bench on an unreachable MySQL: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	r = runCmd(context.Background(), "--help")

@@ -117,7 +117,9 @@ invalid payload) is parked as dead at once instead of being published.
 		// Left at 0 unless given, so that the relay picks its default: one worker when ordered, two otherwise.
 		f.add(&option{name: "workers", usage: "concurrent claim-publish-settle loops", placeholder: "N",
 			def: fmt.Sprintf("%d, or 1 with --ordered", postbox.DefaultWorkers), value: (*intValue)(&ro.cfg.Workers)})
-		f.Duration(&ro.cfg.PollInterval, "poll-interval", postbox.DefaultPollInterval, "how long an idle worker waits before claiming again")
+		f.Duration(&ro.cfg.PollInterval, "poll-interval", postbox.DefaultPollInterval, "how often an idle worker looks for messages once nothing happened for a while")
+		f.Int(&ro.cfg.QuietDivisor, "quiet-divisor", postbox.DefaultQuietDivisor,
+			"after activity an idle worker looks again after the quiet time divided by this (more: sooner), up to --poll-interval")
 		f.Duration(&ro.cfg.PublishTimeout, "publish-timeout", postbox.DefaultPublishTimeout, "bound on each publish; a batch that times out is retried")
 		f.Duration(&ro.cfg.SettleTimeout, "settle-timeout", postbox.DefaultSettleTimeout, "bound on recording a published batch; a batch whose settle fails is published again")
 		f.Int(&ro.cfg.MaxAttempts, "max-attempts", postbox.DefaultMaxAttempts, "failed publishes after which a message is parked as dead")

@@ -1,0 +1,183 @@
+package postbox
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/driver"
+)
+
+// peekStore accepts every insert and claims nothing; it counts inserts, looks (Claimable) and claims.
+type peekStore struct {
+	driver.Store[int]
+	inserts, looks, claims atomic.Int64
+}
+
+func (s *peekStore) Insert(context.Context, int, []driver.Record) error {
+	s.inserts.Add(1)
+	return nil
+}
+
+func (s *peekStore) Claimable(context.Context, time.Time) (bool, error) {
+	s.looks.Add(1)
+	return false, nil
+}
+
+func (s *peekStore) Claim(context.Context, driver.ClaimParams) (driver.Claim, error) {
+	s.claims.Add(1)
+	return emptyClaim{}, nil
+}
+
+// txDriver is a storeDriver whose transactions are numbers that need no database.
+type txDriver struct{ storeDriver }
+
+func (txDriver) Begin(context.Context) (int, error)  { return 1, nil }
+func (txDriver) Commit(context.Context, int) error   { return nil }
+func (txDriver) Rollback(context.Context, int) error { return nil }
+
+// startIdleRelay runs a relay on a store that is always empty, with a poll interval no test outlives: an idle
+// worker looks only when something makes it.
+func startIdleRelay(t *testing.T, cfg *RelayConfig) (*Client[int], *peekStore, *Relay) {
+	t.Helper()
+	store := &peekStore{}
+	c, err := NewClient[int](txDriver{storeDriver{store: store}}, &Config{DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg == nil {
+		cfg = &RelayConfig{}
+	}
+	cfg.PollInterval, cfg.Workers = time.Hour, 1
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error { return nil }), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, "the relay's first claim", func() bool { return store.claims.Load() >= 1 && c.local.running.Load() == 1 })
+	return c, store, r
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestEnqueueMakesLocalRelayLook: an Enqueue in a transaction the caller commits itself makes an idle relay of
+// the same client look soon, rather than at its next poll (an hour away here).
+func TestEnqueueMakesLocalRelayLook(t *testing.T) {
+	c, store, _ := startIdleRelay(t, nil)
+	if n := store.looks.Load(); n != 0 {
+		t.Fatalf("an idle relay with nothing to do looked %d times before its poll interval", n)
+	}
+	if _, err := c.Enqueue(context.Background(), 1, Message{Topic: "orders", Type: "order.created"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "look after an enqueue", func() bool { return store.looks.Load() >= 1 })
+	claims := store.claims.Load()
+	waitFor(t, "second look as the relay slows down", func() bool { return store.looks.Load() >= 2 })
+	if store.claims.Load() != claims {
+		t.Fatal("the relay claimed although its looks found nothing")
+	}
+}
+
+// TestInTxWakesLocalRelay: a transaction that enqueued wakes an idle relay of the same client when InTx commits
+// it, so the relay claims at once; one that enqueued nothing does not.
+func TestInTxWakesLocalRelay(t *testing.T) {
+	c, store, _ := startIdleRelay(t, &RelayConfig{RecheckDelay: time.Hour})
+	ctx := context.Background()
+	if err := c.InTx(ctx, func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := store.claims.Load(); n != 1 {
+		t.Fatalf("a transaction that enqueued nothing made the relay claim (%d claims, want 1)", n)
+	}
+	err := c.InTx(ctx, func(ctx context.Context, tx int) error {
+		_, err := c.Enqueue(ctx, tx, Message{Topic: "orders", Type: "order.created"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "claim after the commit", func() bool { return store.claims.Load() >= 2 })
+}
+
+// TestLookDelay: an idle worker looks again after the quiet time divided by QuietDivisor, no sooner than
+// 4·RecheckDelay, no later than PollInterval; with no activity yet, once per PollInterval.
+func TestLookDelay(t *testing.T) {
+	c, err := NewClient[int](storeDriver{store: &peekStore{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error { return nil }),
+		&RelayConfig{PollInterval: time.Second, RecheckDelay: time.Millisecond, QuietDivisor: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.lookDelay(); d != time.Second {
+		t.Fatalf("before any activity: %v, want the poll interval", d)
+	}
+	for quiet, want := range map[time.Duration]time.Duration{
+		0: 4 * time.Millisecond, 100 * time.Millisecond: 25 * time.Millisecond, time.Hour: time.Second,
+	} {
+		r.lastActive.Store(int64(time.Since(r.epoch) - quiet))
+		if d := r.lookDelay(); d < want || d > want+want/10 {
+			t.Errorf("after %v quiet: %v, want %v", quiet, d, want)
+		}
+	}
+	if err := (&RelayConfig{QuietDivisor: -1}).WithDefaults().validate(); err == nil {
+		t.Error("a negative QuietDivisor was accepted")
+	}
+}
+
+// TestIdleRelayLooksOncePerPollInterval: once the quiet spell after activity is QuietDivisor poll intervals long,
+// an idle relay's workers together look at most once per PollInterval.
+func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
+	store := &peekStore{}
+	c, err := NewClient[int](txDriver{storeDriver{store: store}}, &Config{DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const poll = 20 * time.Millisecond
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error { return nil }),
+		&RelayConfig{PollInterval: poll, RecheckDelay: time.Millisecond, QuietDivisor: 4, Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, "the relay running", func() bool { return c.local.running.Load() == 1 })
+	if _, err := c.Enqueue(ctx, 1, Message{Topic: "orders", Type: "order.created"}); err != nil {
+		t.Fatal(err) // activity: the relay looks often, then ever less often
+	}
+	waitFor(t, "a look after the enqueue", func() bool { return store.looks.Load() >= 1 })
+	time.Sleep(4*poll + 2*poll) // quiet for QuietDivisor poll intervals, and a little more
+	before, start := store.looks.Load(), time.Now()
+	time.Sleep(25 * poll)
+	looks, window := store.looks.Load()-before, time.Since(start)
+	// The pollGate lets workers look 9/10 of an interval apart, to allow for timer drift.
+	if most := int64(window/(poll*9/10)) + 1; looks > most {
+		t.Fatalf("an idle relay of 3 workers looked %d times in %v, want at most %d (one per PollInterval %v)", looks, window, most, poll)
+	}
+}
