@@ -1,0 +1,298 @@
+package console
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/postbox-go/postbox"
+)
+
+// OriginalIDHeader names, on a message sent from the console as an edited copy of a dead one, the dead message's
+// ID.
+const OriginalIDHeader = "postbox-original-id"
+
+// deadQuery is the dead-letter list's filter, as the form and the URL carry it.
+type deadQuery struct {
+	DB, Topic, Type, Key, Error, From, To, Cursor string
+}
+
+func readDeadQuery(r *http.Request, db string) deadQuery {
+	v := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
+	return deadQuery{DB: db, Topic: v("topic"), Type: v("type"), Key: v("key"), Error: v("error"), From: v("from"),
+		To: v("to"), Cursor: v("cursor")}
+}
+
+// Values returns the query as URL parameters, without the cursor.
+func (q deadQuery) Values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"db": q.DB, "topic": q.Topic, "type": q.Type, "key": q.Key, "error": q.Error,
+		"from": q.From, "to": q.To} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// Encode returns the query as a URL query string, without the cursor.
+func (q deadQuery) Encode() string { return q.Values().Encode() }
+
+// Narrowed reports whether the query selects fewer than every dead message.
+func (q deadQuery) Narrowed() bool {
+	return q.Topic != "" || q.Type != "" || q.Key != "" || q.Error != "" || q.From != "" || q.To != ""
+}
+
+type deadListData struct {
+	Query deadQuery
+	Recs  []postbox.Record
+	More  bool
+	Err   string
+}
+
+func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
+	name, src, err := c.source(r)
+	if err != nil {
+		c.refuse(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	q := readDeadQuery(r, name)
+	d := deadListData{Query: q}
+	f, err := deadFilter(q)
+	if err == nil {
+		f.Limit = c.cfg.PageSize + 1
+		d.Recs, err = src.ListDead(r.Context(), f)
+	}
+	if err != nil {
+		d.Err = err.Error()
+		w.WriteHeader(statusOf(err))
+	}
+	if len(d.Recs) > c.cfg.PageSize {
+		d.Recs, d.More = d.Recs[:c.cfg.PageSize], true
+	}
+	c.render(w, r, "dead", "Dead letters", d)
+}
+
+// statusOf is the HTTP status of a database error: 400 for a refused filter, else 500.
+func statusOf(err error) int {
+	if errors.Is(err, postbox.ErrInvalidConfig) || errors.Is(err, postbox.ErrInvalidMessage) || errors.Is(err, errBadInput) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+var errBadInput = errors.New("console")
+
+type deadShowData struct {
+	DB      string
+	Rec     postbox.Record
+	Payload payloadView
+	Headers []header
+	Back    string
+}
+
+type header struct{ Name, Value string }
+
+// payloadView is a payload as the page shows it.
+type payloadView struct {
+	Kind string // "json", "text" or "binary"
+	Text string // pretty JSON, the text, or a hex dump
+	Edit string // what the edit box starts with: the text, or hex for binary
+}
+
+func viewPayload(p []byte) payloadView {
+	if len(p) == 0 {
+		return payloadView{Kind: "text"}
+	}
+	if json.Valid(p) {
+		var buf bytes.Buffer
+		if json.Indent(&buf, p, "", "  ") == nil {
+			return payloadView{Kind: "json", Text: buf.String(), Edit: buf.String()}
+		}
+	}
+	if utf8.Valid(p) && !strings.ContainsFunc(string(p), func(r rune) bool {
+		return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
+	}) {
+		return payloadView{Kind: "text", Text: string(p), Edit: string(p)}
+	}
+	return payloadView{Kind: "binary", Text: hex.Dump(p), Edit: hex.EncodeToString(p)}
+}
+
+// deadRecord returns one dead message by ID.
+func deadRecord(r *http.Request, src Source, id string) (postbox.Record, error) {
+	recs, err := src.ListDead(r.Context(), postbox.DeadFilter{IDs: []string{id}, Limit: 1})
+	if err != nil {
+		return postbox.Record{}, err
+	}
+	if len(recs) == 0 {
+		return postbox.Record{}, errNotFound
+	}
+	return recs[0], nil
+}
+
+func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
+	name, src, err := c.source(r)
+	if err != nil {
+		c.refuse(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	rec, err := deadRecord(r, src, r.PathValue("id"))
+	switch {
+	case errors.Is(err, errNotFound):
+		c.refuse(w, r, http.StatusNotFound, "No dead message has that ID in "+name+". It may have been retried or purged.")
+		return
+	case err != nil:
+		c.refuse(w, r, statusOf(err), err.Error())
+		return
+	}
+	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload), Back: safeNext(r.FormValue("back"))}
+	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
+		d.Headers = append(d.Headers, header{k, rec.Headers[k]})
+	}
+	c.render(w, r, "deadshow", "Dead message", d)
+}
+
+type confirmData struct {
+	Action string
+	Query  deadQuery
+	Count  int64
+	Capped bool
+}
+
+// deadAct retries or purges dead messages: one or a selection by ID, or everything the posted filter matches,
+// which first answers with a page showing how many that is and asks to confirm.
+func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
+	name, src, err := c.source(r)
+	if err != nil {
+		c.refuse(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	action, scope := r.PostFormValue("action"), r.PostFormValue("scope")
+	if do := r.PostFormValue("do"); do != "" {
+		action, scope, _ = strings.Cut(do, ":")
+	}
+	if action != "retry" && action != "purge" {
+		c.refuse(w, r, http.StatusBadRequest, "Unknown action; use retry or purge.")
+		return
+	}
+	q := readDeadQuery(r, name)
+	back := "/dead?" + q.Encode()
+	var f postbox.DeadFilter
+	switch scope {
+	case "ids":
+		ids := r.PostForm["id"]
+		if len(ids) == 0 {
+			c.flash(w, r, "Select at least one message first.")
+			http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
+			return
+		}
+		f = postbox.DeadFilter{IDs: ids}
+	case "filter":
+		f, err = deadFilter(q)
+		if err != nil {
+			c.refuse(w, r, statusOf(err), err.Error())
+			return
+		}
+		confirm := r.PostFormValue("confirm")
+		if confirm == "" {
+			n, capped, err := countDead(r, src, f)
+			if err != nil {
+				c.fail(w, r, err)
+				return
+			}
+			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: n, Capped: capped})
+			return
+		}
+	default:
+		c.refuse(w, r, http.StatusBadRequest, "Say what to act on: scope=ids or scope=filter.")
+		return
+	}
+	var n int64
+	if action == "retry" {
+		n, err = src.RetryDead(r.Context(), f)
+	} else {
+		n, err = src.PurgeDead(r.Context(), f)
+	}
+	if err != nil {
+		log.Error("console: dead "+action+" failed", "db", name, "filter", describe(f, q), "err", err)
+		c.refuse(w, r, statusOf(err), err.Error())
+		return
+	}
+	log.Info("console: dead "+action, "db", name, "filter", describe(f, q), "count", n)
+	verb := map[string]string{"retry": "Retried", "purge": "Purged"}[action]
+	c.flash(w, r, fmt.Sprintf("%s %d dead message(s) in %s.", verb, n, name))
+	if next := r.PostFormValue("next"); next != "" {
+		back = safeNext(next)
+	}
+	http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
+}
+
+// describe says what a change selected, for its log line.
+func describe(f postbox.DeadFilter, q deadQuery) string {
+	if len(f.IDs) > 0 {
+		return "ids=" + strings.Join(f.IDs, ",")
+	}
+	if e := q.Encode(); e != "" {
+		return e
+	}
+	return "all"
+}
+
+// deadSend enqueues an edited copy of a dead message as a new message whose OriginalIDHeader names the original.
+// The original stays dead until an operator purges it.
+func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
+	name, src, err := c.source(r)
+	if err != nil {
+		c.refuse(w, r, http.StatusNotFound, err.Error())
+		return
+	}
+	id := r.PathValue("id")
+	rec, err := deadRecord(r, src, id)
+	if err != nil {
+		c.refuse(w, r, statusOf(err), err.Error())
+		return
+	}
+	payload := []byte(strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n"))
+	if r.PostFormValue("encoding") == "hex" {
+		payload, err = hex.DecodeString(strings.Join(strings.Fields(string(payload)), ""))
+		if err != nil {
+			c.refuse(w, r, http.StatusBadRequest, "The payload is not valid hex: "+err.Error())
+			return
+		}
+	}
+	headers := maps.Clone(rec.Headers)
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headers[OriginalIDHeader] = rec.ID
+	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
+		Type: r.PostFormValue("type"), Payload: payload, Headers: headers}
+	newID, err := src.Send(r.Context(), m)
+	if err != nil {
+		log.Warn("console: send edited copy failed", "db", name, "original", rec.ID, "err", err)
+		c.refuse(w, r, statusOf(err), err.Error())
+		return
+	}
+	log.Info("console: sent edited copy of a dead message", "db", name, "original", rec.ID, "id", newID, "topic", m.Topic,
+		"bytes", len(payload))
+	c.flash(w, r, fmt.Sprintf("Sent %s as new message %s on topic %s.", rec.ID, newID, m.Topic))
+	http.Redirect(w, r, basePath(r)+"/dead/"+url.PathEscape(name)+"/"+url.PathEscape(rec.ID), http.StatusSeeOther)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+var errNotFound = errors.New("not found")

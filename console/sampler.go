@@ -1,0 +1,111 @@
+package console
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+// sample is one database's figures at one moment.
+type sample struct {
+	At    time.Time
+	Stats postbox.Stats
+	Err   string
+}
+
+// history keeps each database's recent samples, oldest first, for the overview's chart.
+type history struct {
+	mu       sync.Mutex
+	keep     time.Duration
+	interval time.Duration
+	byDB     map[string][]sample
+}
+
+func newHistory(keep, interval time.Duration) *history {
+	return &history{keep: keep, interval: interval, byDB: map[string][]sample{}}
+}
+
+func (h *history) add(db string, s sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ss := append(h.byDB[db], s)
+	cut := 0
+	for cut < len(ss) && s.At.Sub(ss[cut].At) > h.keep {
+		cut++
+	}
+	h.byDB[db] = append([]sample(nil), ss[cut:]...)
+}
+
+// latest returns the database's newest sample when it is fresh enough to stand for now.
+func (h *history) latest(db string) (sample, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ss := h.byDB[db]
+	if len(ss) == 0 || time.Since(ss[len(ss)-1].At) > 2*h.interval {
+		return sample{}, false
+	}
+	return ss[len(ss)-1], true
+}
+
+func (h *history) samples(db string) []sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]sample(nil), h.byDB[db]...)
+}
+
+// Run samples every database each SampleInterval, for the overview's live figures and chart, until ctx is done.
+// It returns ctx's error. Without Run the overview queries the databases on each load and draws no chart.
+// Only one Run at a time samples; a second waits for the first to return.
+func (c *Console) Run(ctx context.Context) error {
+	c.running.Lock()
+	defer c.running.Unlock()
+	t := time.NewTicker(c.cfg.SampleInterval)
+	defer t.Stop()
+	for {
+		c.sampleAll(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Console) sampleAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, name := range c.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.sampleOne(ctx, name)
+		}()
+	}
+	wg.Wait()
+}
+
+// sampleOne measures one database now and records the result.
+func (c *Console) sampleOne(ctx context.Context, name string) sample {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.SampleInterval)
+	defer cancel()
+	st, err := c.dbs[name].Stats(ctx)
+	s := sample{At: time.Now(), Stats: st}
+	if err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+			return s
+		}
+		s.Err = err.Error()
+		c.cfg.Logger.Warn("console: sample", "db", name, "err", err)
+	}
+	c.hist.add(name, s)
+	return s
+}
+
+// current returns the database's figures: the sampler's latest when fresh, else measured now.
+func (c *Console) current(ctx context.Context, name string) sample {
+	if s, ok := c.hist.latest(name); ok {
+		return s
+	}
+	return c.sampleOne(ctx, name)
+}
