@@ -150,7 +150,7 @@ func safeNext(next string) string {
 
 // change wraps a handler that changes data: it runs only for a logged-in operator whose form carries the CSRF
 // token, never when the console is read-only, and it is handed a logger naming who acts.
-func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, log *slog.Logger)) http.HandlerFunc {
+func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 4<<20)
 		if err := r.ParseForm(); err != nil {
@@ -172,7 +172,7 @@ func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, log *slo
 			c.refuse(w, r, http.StatusForbidden, "The form's security token is missing or stale. Reload the page and try again.")
 			return
 		}
-		h(w, r, c.cfg.Logger.With("who", who, "remote", r.RemoteAddr))
+		h(w, r, c.cfg.Logger.With("who", who, "remote", r.RemoteAddr), who)
 	}
 }
 

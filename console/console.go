@@ -44,6 +44,9 @@ type Config struct {
 	SampleInterval time.Duration
 	// History is how far back the overview's chart reaches. Default: DefaultHistory.
 	History time.Duration
+	// CountLimit caps the counts the overview and the confirmation pages show: past it they say "more than".
+	// Default: postbox.DefaultOverviewLimit.
+	CountLimit int64
 	// PageSize is how many dead letters one page lists. Default: DefaultPageSize.
 	PageSize int
 	// SessionTTL is how long a login lasts. Default: DefaultSessionTTL.
@@ -64,6 +67,9 @@ func (c *Config) WithDefaults() Config {
 	}
 	if out.History <= 0 {
 		out.History = DefaultHistory
+	}
+	if out.CountLimit <= 0 {
+		out.CountLimit = postbox.DefaultOverviewLimit
 	}
 	if out.PageSize <= 0 {
 		out.PageSize = DefaultPageSize

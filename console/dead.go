@@ -6,22 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/postbox-go/postbox"
 )
-
-// OriginalIDHeader names, on a message sent from the console as an edited copy of a dead one, the dead message's
-// ID.
-const OriginalIDHeader = "postbox-original-id"
 
 // deadQuery is the dead-letter list's filter, as the form and the URL carry it.
 type deadQuery struct {
@@ -49,6 +45,15 @@ func (q deadQuery) Values() url.Values {
 // Encode returns the query as a URL query string, without the cursor.
 func (q deadQuery) Encode() string { return q.Values().Encode() }
 
+// URL returns the list's path with the query and, when not empty, the cursor of a page.
+func (q deadQuery) URL(cursor string) template.URL {
+	v := q.Values()
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	return template.URL("/dead?" + v.Encode()) //nolint:gosec // encoded by url.Values
+}
+
 // Narrowed reports whether the query selects fewer than every dead message.
 func (q deadQuery) Narrowed() bool {
 	return q.Topic != "" || q.Type != "" || q.Key != "" || q.Error != "" || q.From != "" || q.To != ""
@@ -58,6 +63,7 @@ type deadListData struct {
 	Query deadQuery
 	Recs  []postbox.Record
 	More  bool
+	Next  string // the cursor of the next page
 	Err   string
 }
 
@@ -69,9 +75,9 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	}
 	q := readDeadQuery(r, name)
 	d := deadListData{Query: q}
-	f, err := deadFilter(q)
+	f, err := deadFilter(q, "")
 	if err == nil {
-		f.Limit = c.cfg.PageSize + 1
+		f.Limit, f.After = c.cfg.PageSize+1, q.Cursor
 		d.Recs, err = src.ListDead(r.Context(), f)
 	}
 	if err != nil {
@@ -80,6 +86,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(d.Recs) > c.cfg.PageSize {
 		d.Recs, d.More = d.Recs[:c.cfg.PageSize], true
+		d.Next = d.Recs[len(d.Recs)-1].ID
 	}
 	c.render(w, r, "dead", "Dead letters", d)
 }
@@ -131,14 +138,11 @@ func viewPayload(p []byte) payloadView {
 
 // deadRecord returns one dead message by ID.
 func deadRecord(r *http.Request, src Source, id string) (postbox.Record, error) {
-	recs, err := src.ListDead(r.Context(), postbox.DeadFilter{IDs: []string{id}, Limit: 1})
-	if err != nil {
-		return postbox.Record{}, err
+	rec, err := src.FindMessage(r.Context(), id)
+	if err == nil && rec.Status != postbox.StatusDead {
+		err = postbox.ErrNotFound
 	}
-	if len(recs) == 0 {
-		return postbox.Record{}, errNotFound
-	}
-	return recs[0], nil
+	return rec, err
 }
 
 func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +153,7 @@ func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := deadRecord(r, src, r.PathValue("id"))
 	switch {
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, postbox.ErrNotFound):
 		c.refuse(w, r, http.StatusNotFound, "No dead message has that ID in "+name+". It may have been retried or purged.")
 		return
 	case err != nil:
@@ -166,13 +170,12 @@ func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
 type confirmData struct {
 	Action string
 	Query  deadQuery
-	Count  int64
-	Capped bool
+	Count  postbox.Count
 }
 
 // deadAct retries or purges dead messages: one or a selection by ID, or everything the posted filter matches,
 // which first answers with a page showing how many that is and asks to confirm.
-func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
+func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
 		c.refuse(w, r, http.StatusNotFound, err.Error())
@@ -197,21 +200,21 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 			http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
 			return
 		}
-		f = postbox.DeadFilter{IDs: ids}
+		f = postbox.DeadFilter{IDs: ids, Actor: who}
 	case "filter":
-		f, err = deadFilter(q)
+		f, err = deadFilter(q, who)
 		if err != nil {
 			c.refuse(w, r, statusOf(err), err.Error())
 			return
 		}
 		confirm := r.PostFormValue("confirm")
 		if confirm == "" {
-			n, capped, err := countDead(r, src, f)
+			n, err := c.countDead(r, src, f)
 			if err != nil {
 				c.fail(w, r, err)
 				return
 			}
-			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: n, Capped: capped})
+			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: n})
 			return
 		}
 	default:
@@ -249,9 +252,10 @@ func describe(f postbox.DeadFilter, q deadQuery) string {
 	return "all"
 }
 
-// deadSend enqueues an edited copy of a dead message as a new message whose OriginalIDHeader names the original.
+// deadSend enqueues an edited copy of a dead message as a new message whose header postbox.HeaderReplayOf names
+// the original.
 // The original stays dead until an operator purges it.
-func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Logger) {
+func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
 		c.refuse(w, r, http.StatusNotFound, err.Error())
@@ -271,14 +275,9 @@ func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Log
 			return
 		}
 	}
-	headers := maps.Clone(rec.Headers)
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	headers[OriginalIDHeader] = rec.ID
 	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
-		Type: r.PostFormValue("type"), Payload: payload, Headers: headers}
-	newID, err := src.Send(r.Context(), m)
+		Type: r.PostFormValue("type"), Payload: payload, Headers: maps.Clone(rec.Headers)}
+	newID, err := src.ResendEdited(r.Context(), rec.ID, m, who)
 	if err != nil {
 		log.Warn("console: send edited copy failed", "db", name, "original", rec.ID, "err", err)
 		c.refuse(w, r, statusOf(err), err.Error())
@@ -289,10 +288,3 @@ func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Log
 	c.flash(w, r, fmt.Sprintf("Sent %s as new message %s on topic %s.", rec.ID, newID, m.Topic))
 	http.Redirect(w, r, basePath(r)+"/dead/"+url.PathEscape(name)+"/"+url.PathEscape(rec.ID), http.StatusSeeOther)
 }
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}
-
-var errNotFound = errors.New("not found")

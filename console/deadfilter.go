@@ -3,23 +3,47 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/postbox-go/postbox"
 )
 
-// deadFilter turns the page's query into the library's filter.
-func deadFilter(q deadQuery) (postbox.DeadFilter, error) {
-	if q.Type != "" || q.Key != "" || q.Error != "" || q.From != "" || q.To != "" {
-		return postbox.DeadFilter{}, fmt.Errorf("%w: only the topic filter is available", errBadInput)
+// timeLayouts are the forms a time filter is typed in: a browser's datetime-local field, with or without seconds,
+// or RFC 3339. Times without a zone are UTC, as the pages show them.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, "2006-01-02 15:04:05", "2006-01-02"}
+
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
 	}
-	if q.Topic == "" {
-		return postbox.DeadFilter{All: true}, nil
+	for _, l := range timeLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, nil
+		}
 	}
-	return postbox.DeadFilter{Topic: q.Topic}, nil
+	return time.Time{}, fmt.Errorf("%w: %s %q is not a time; use 2006-01-02T15:04 (UTC)", errBadInput, field, s)
 }
 
-// countDead counts the dead messages f selects, for the confirmation page.
-func countDead(r *http.Request, src Source, f postbox.DeadFilter) (int64, bool, error) {
-	recs, err := src.ListDead(r.Context(), f)
-	return int64(len(recs)), false, err
+// deadFilter turns the page's query into the library's filter. A query that names nothing selects every dead
+// message.
+func deadFilter(q deadQuery, actor string) (postbox.DeadFilter, error) {
+	from, err := parseTime("from", q.From)
+	if err != nil {
+		return postbox.DeadFilter{}, err
+	}
+	to, err := parseTime("to", q.To)
+	if err != nil {
+		return postbox.DeadFilter{}, err
+	}
+	f := postbox.DeadFilter{Topic: q.Topic, Type: q.Type, Key: q.Key, ErrorContains: q.Error, FailedFrom: from,
+		FailedBefore: to, Actor: actor}
+	if f.Empty() {
+		f.All = true
+	}
+	return f, nil
+}
+
+// countDead counts the dead messages f selects, up to the console's cap, for the confirmation page.
+func (c *Console) countDead(r *http.Request, src Source, f postbox.DeadFilter) (postbox.Count, error) {
+	return src.CountDead(r.Context(), f, c.cfg.CountLimit)
 }

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/postbox-go/postbox"
 )
@@ -19,21 +21,82 @@ type findData struct {
 	Done bool
 }
 
-// find looks a message up by ID or key in every database.
+// findLimit bounds the messages one key finds in one database.
+const findLimit = 50
+
+// find looks a message up by ID, and by key, in every database: pending, kept published and dead alike.
 func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 	d := findData{Q: strings.TrimSpace(r.FormValue("q"))}
 	if d.Q != "" {
 		d.Done = true
+		var mu sync.Mutex
+		var wg sync.WaitGroup
 		for _, name := range c.names {
-			recs, err := c.dbs[name].ListDead(r.Context(), postbox.DeadFilter{IDs: []string{d.Q}, Limit: 20})
-			if err != nil {
-				d.Errs = append(d.Errs, name+": "+err.Error())
-				continue
-			}
-			for _, rec := range recs {
-				d.Hits = append(d.Hits, findHit{DB: name, Rec: rec})
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hits, errs := c.findIn(r, name, d.Q)
+				mu.Lock()
+				defer mu.Unlock()
+				d.Hits = append(d.Hits, hits...)
+				d.Errs = append(d.Errs, errs...)
+			}()
 		}
+		wg.Wait()
+		// Keep the databases' order.
+		order := map[string]int{}
+		for i, n := range c.names {
+			order[n] = i
+		}
+		sortStable(d.Hits, func(a, b findHit) bool { return order[a.DB] < order[b.DB] })
 	}
 	c.render(w, r, "find", "Find a message", d)
+}
+
+func (c *Console) findIn(r *http.Request, name, q string) (hits []findHit, errs []string) {
+	src := c.dbs[name]
+	seen := map[string]bool{}
+	if looksLikeUUID(q) {
+		rec, err := src.FindMessage(r.Context(), q)
+		switch {
+		case err == nil:
+			hits = append(hits, findHit{name, rec})
+			seen[rec.ID] = true
+		case !errors.Is(err, postbox.ErrNotFound):
+			errs = append(errs, name+": "+err.Error())
+		}
+	}
+	recs, err := src.FindByKey(r.Context(), q, findLimit)
+	if err != nil {
+		return hits, append(errs, name+": "+err.Error())
+	}
+	for _, rec := range recs {
+		if !seen[rec.ID] {
+			hits = append(hits, findHit{name, rec})
+		}
+	}
+	return hits, errs
+}
+
+// looksLikeUUID reports whether s has a UUID's shape, so that it is worth looking up as an ID.
+func looksLikeUUID(s string) bool {
+	s = strings.Trim(s, "{}")
+	s = strings.ReplaceAll(s, "-", "")
+	if len(s) != 32 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortStable[T any](s []T, less func(a, b T) bool) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && less(s[j], s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
 }

@@ -15,7 +15,8 @@ type overviewDB struct {
 	Name   string
 	Err    string
 	At     time.Time
-	Stats  postbox.Stats
+	Ov     postbox.Overview
+	Rate   float64 // published per second at the last sample, -1 when unknown
 	Charts []template.HTML
 }
 
@@ -32,32 +33,40 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 		go func() {
 			defer wg.Done()
 			s := c.current(r.Context(), name)
-			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Stats: s.Stats, Charts: c.charts(name)}
+			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Charts: c.charts(name)}
 		}()
 	}
 	wg.Wait()
 	return overviewData{DBs: dbs, Interval: int(c.cfg.SampleInterval / time.Millisecond)}
 }
 
-// charts draws a database's recent history: messages waiting (ready and dead).
+// charts draws a database's recent history: messages waiting (pending and dead), and the publish rate when the
+// relays keep published messages.
 func (c *Console) charts(name string) []template.HTML {
 	ss := c.hist.samples(name)
 	if len(ss) < 2 {
 		return nil
 	}
 	now := time.Now()
-	ready := series{Name: "ready", Class: "s-ready"}
-	scheduled := series{Name: "scheduled", Class: "s-scheduled"}
+	from := now.Add(-c.cfg.History)
+	pending := series{Name: "pending", Class: "s-ready"}
 	dead := series{Name: "dead", Class: "s-dead"}
+	published := series{Name: "published / s", Class: "s-published"}
 	for _, s := range ss {
 		if s.Err != "" {
 			continue
 		}
-		ready.Points = append(ready.Points, point{s.At, float64(s.Stats.Ready)})
-		scheduled.Points = append(scheduled.Points, point{s.At, float64(s.Stats.Scheduled)})
-		dead.Points = append(dead.Points, point{s.At, float64(s.Stats.Dead)})
+		pending.Points = append(pending.Points, point{s.At, float64(s.Ov.Pending.N)})
+		dead.Points = append(dead.Points, point{s.At, float64(s.Ov.Dead.N)})
+		if s.Rate >= 0 {
+			published.Points = append(published.Points, point{s.At, s.Rate})
+		}
 	}
-	return []template.HTML{chart("messages waiting", []series{ready, scheduled, dead}, now.Add(-c.cfg.History), now)}
+	out := []template.HTML{chart("messages waiting", []series{pending, dead}, from, now)}
+	if len(published.Points) > 1 {
+		out = append(out, chart("published per second", []series{published}, from, now))
+	}
+	return out
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -72,28 +81,40 @@ func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
 // overviewJSON is the overview's figures as JSON, for scripts and dashboards.
 func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 	type topic struct {
-		Topic              string `json:"topic"`
-		Ready              int64  `json:"ready"`
-		Scheduled          int64  `json:"scheduled"`
-		Dead               int64  `json:"dead"`
-		OldestReadySeconds int64  `json:"oldest_ready_seconds"`
+		Topic   string `json:"topic"`
+		Pending int64  `json:"pending"`
+		Dead    int64  `json:"dead"`
+		Paused  bool   `json:"paused"`
+	}
+	type count struct {
+		N    int64 `json:"n"`
+		More bool  `json:"more,omitempty"`
 	}
 	type db struct {
-		Name   string    `json:"name"`
-		At     time.Time `json:"at"`
-		Error  string    `json:"error,omitempty"`
-		Topics []topic   `json:"topics"`
+		Name               string    `json:"name"`
+		At                 time.Time `json:"at"`
+		Error              string    `json:"error,omitempty"`
+		Pending            count     `json:"pending"`
+		Dead               count     `json:"dead"`
+		Published          count     `json:"published"`
+		PublishedPerSecond *float64  `json:"published_per_second,omitempty"`
+		OldestReadySeconds *float64  `json:"oldest_ready_seconds,omitempty"`
+		Topics             []topic   `json:"topics"`
 	}
 	d := c.overviewData(r)
 	out := make([]db, len(d.DBs))
 	for i, o := range d.DBs {
-		out[i] = db{Name: o.Name, At: o.At, Error: o.Err, Topics: []topic{}}
-		for _, t := range o.Stats.Topics {
-			var oldest int64
-			if !t.OldestPending.IsZero() {
-				oldest = int64(time.Since(t.OldestPending) / time.Second)
-			}
-			out[i].Topics = append(out[i].Topics, topic{t.Topic, t.Ready, t.Scheduled, t.Dead, oldest})
+		out[i] = db{Name: o.Name, At: o.At, Error: o.Err, Topics: []topic{},
+			Pending: count(o.Ov.Pending), Dead: count(o.Ov.Dead), Published: count(o.Ov.Published)}
+		if o.Rate >= 0 {
+			out[i].PublishedPerSecond = &o.Rate
+		}
+		if !o.Ov.OldestReady.IsZero() {
+			age := time.Since(o.Ov.OldestReady).Seconds()
+			out[i].OldestReadySeconds = &age
+		}
+		for _, t := range o.Ov.Topics {
+			out[i].Topics = append(out[i].Topics, topic(t))
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

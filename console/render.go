@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postbox-go/postbox"
 )
 
 // page is what every template receives.
@@ -107,6 +109,18 @@ var funcs = template.FuncMap{
 		return template.URL("?" + v.Encode())
 	},
 	"pathEscape": url.PathEscape,
+	"count": func(c postbox.Count) string {
+		if c.More {
+			return "> " + formatNum(c.N)
+		}
+		return formatNum(c.N)
+	},
+	"rate": func(v float64) string {
+		if v < 0 {
+			return "—"
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	},
 }
 
 // formatNum writes n with thin groups of three digits: 1 234 567.

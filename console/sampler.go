@@ -10,9 +10,12 @@ import (
 
 // sample is one database's figures at one moment.
 type sample struct {
-	At    time.Time
-	Stats postbox.Stats
-	Err   string
+	At time.Time
+	Ov postbox.Overview
+	// Rate is messages published per second since the previous sample, from the change in the count of kept
+	// published messages; -1 when unknown (no previous sample, counts past the cap, or nothing kept).
+	Rate float64
+	Err  string
 }
 
 // history keeps each database's recent samples, oldest first, for the overview's chart.
@@ -30,7 +33,11 @@ func newHistory(keep, interval time.Duration) *history {
 func (h *history) add(db string, s sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ss := append(h.byDB[db], s)
+	ss := h.byDB[db]
+	if len(ss) > 0 {
+		s.Rate = rate(ss[len(ss)-1], s)
+	}
+	ss = append(ss, s)
 	cut := 0
 	for cut < len(ss) && s.At.Sub(ss[cut].At) > h.keep {
 		cut++
@@ -89,8 +96,8 @@ func (c *Console) sampleAll(ctx context.Context) {
 func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.SampleInterval)
 	defer cancel()
-	st, err := c.dbs[name].Stats(ctx)
-	s := sample{At: time.Now(), Stats: st}
+	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
+	s := sample{At: time.Now(), Ov: ov, Rate: -1}
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 			return s
@@ -100,6 +107,16 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	}
 	c.hist.add(name, s)
 	return s
+}
+
+// rate returns the published-per-second figure between prev and s, or -1.
+func rate(prev, s sample) float64 {
+	dt := s.At.Sub(prev.At).Seconds()
+	p, q := prev.Ov.Published, s.Ov.Published
+	if prev.Err != "" || s.Err != "" || dt <= 0 || p.More || q.More || q.N < p.N || (p.N == 0 && q.N == 0) {
+		return -1
+	}
+	return float64(q.N-p.N) / dt
 }
 
 // current returns the database's figures: the sampler's latest when fresh, else measured now.
