@@ -18,20 +18,29 @@ import (
 // failed settle) restores them all, so the guarantees are a locking claim's; the table takes one write per
 // published record instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
+	skip := len(p.SkipTopics)
 	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
-		return s.claimWith(ctx, s.deleteClaim, p, true)
+		q := s.deleteClaim
+		if skip > 0 {
+			q = s.d.(deletingDialect).deleteClaimQuery(s.outbox, skip)
+		}
+		return s.claimWith(ctx, q, p, true)
 	}
-	return s.claimWith(ctx, s.claim, p, false)
+	q := s.claim
+	if skip > 0 {
+		q = s.d.claimQuery(s.outbox, false, false, skip)
+	}
+	return s.claimWith(ctx, q, p, false)
 }
 
 // ClaimOrdered implements driver.OrderedClaimer with a head-of-line claim: a pending record is claimable when no
 // earlier record of its key blocks it (see each dialect's claimQuery).
 func (s *store[TTx]) ClaimOrdered(ctx context.Context, p driver.ClaimParams, deadHoldsKey bool) (driver.Claim, error) {
-	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey), p, false)
+	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey, len(p.SkipTopics)), p, false)
 }
 
-// claimWith claims with query, whose arguments are the time and the limit; deleted says the query deletes what it
-// returns.
+// claimWith claims with query, whose arguments are the time, the limit and the topics to skip (see claimArgs);
+// deleted says the query deletes what it returns.
 func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.ClaimParams, deleted bool) (driver.Claim, error) {
 	if !s.d.Capabilities().SkipLocked {
 		// One writer (SQLite): look before taking the write lock, so an idle relay never blocks producers.
@@ -40,7 +49,7 @@ func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.Claim
 		}
 	}
 	var recs []driver.Record
-	tx, err := s.beginQuery(ctx, query, []any{s.d.timeArg(p.Now), p.Limit}, scanRecords(s.d, &recs))
+	tx, err := s.beginQuery(ctx, query, s.d.claimArgs(s.d.timeArg(p.Now), p.Limit, p.SkipTopics), scanRecords(s.d, &recs))
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +151,7 @@ func (s *store[TTx]) mayWriteBack(ctx context.Context) bool {
 // deletingDialect is a dialect whose claim can delete the records it returns (PostgreSQL's DELETE ... RETURNING).
 type deletingDialect interface {
 	// deleteClaimQuery deletes and returns the batch claimQuery would lock; its arguments are the same.
-	deleteClaimQuery(outbox string) string
+	deleteClaimQuery(outbox string, skip int) string
 	// mayInsert is the query reporting, as one boolean, whether the current role may insert into outbox.
 	mayInsert(outbox string) (string, []any)
 	// restore is the one statement writing recs back into outbox, each with its failure applied where failed
