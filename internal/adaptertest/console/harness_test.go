@@ -75,8 +75,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	client := drivertest.Client(t, pgxv5.New(pool), drivertest.Tables(nil))
 	logger, logBuf := testLogger(t)
+	cfg := drivertest.Tables(nil)
+	cfg.Logger = logger
+	client := drivertest.Client(t, pgxv5.New(pool), cfg)
 	con, err := console.New(&console.Config{
 		Databases:      []console.Database{{Name: "orders-db", Source: console.FromClient(client)}},
 		Token:          token,
