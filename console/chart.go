@@ -24,14 +24,14 @@ type point struct {
 // chart draws series as an inline SVG line chart over [from, to]: a light grid, the y axis's top value, the time
 // axis's ends, and a legend. Labels are escaped; everything else is numbers.
 func chart(title string, ss []series, from, to time.Time) template.HTML {
-	const w, h, left, right, top, bottom = 640.0, 180.0, 48.0, 12.0, 14.0, 22.0
+	const w, h, left, right, top, bottom = 1200.0, 230.0, 56.0, 16.0, 30.0, 26.0
 	max := 0.0
 	for _, s := range ss {
 		for _, p := range s.Points {
 			max = math.Max(max, p.V)
 		}
 	}
-	max = niceCeil(max)
+	max = 4 * niceCeil(max/4) // four grid steps of 1, 2 or 5 times a power of ten
 	span := to.Sub(from).Seconds()
 	x := func(t time.Time) float64 { return left + (w-left-right)*math.Max(0, t.Sub(from).Seconds())/span }
 	y := func(v float64) float64 { return top + (h-top-bottom)*(1-v/max) }
@@ -43,7 +43,7 @@ func chart(title string, ss []series, from, to time.Time) template.HTML {
 		fmt.Fprintf(&b, `<line class="grid" x1="%g" x2="%g" y1="%.1f" y2="%.1f"/>`, left, w-right, y(v), y(v))
 		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" text-anchor="end">%s</text>`, left-6, y(v)+4, html.EscapeString(shortNum(v)))
 	}
-	fmt.Fprintf(&b, `<text class="tick" x="%g" y="%g">−%s</text>`, left, h-6, html.EscapeString(age(to.Sub(from))))
+	fmt.Fprintf(&b, `<text class="tick" x="%g" y="%g">−%s</text>`, left, h-6, html.EscapeString(strings.TrimSuffix(age(to.Sub(from)), " 00s")))
 	fmt.Fprintf(&b, `<text class="tick" x="%g" y="%g" text-anchor="end">now</text>`, w-right, h-6)
 	for i, s := range ss {
 		if len(s.Points) > 0 {
@@ -57,15 +57,16 @@ func chart(title string, ss []series, from, to time.Time) template.HTML {
 			}
 			fmt.Fprintf(&b, `<polyline class="line %s" points="%s"/>`, s.Class, strings.TrimSpace(pts.String()))
 		}
-		lx := left + 8 + float64(i)*150
-		fmt.Fprintf(&b, `<rect class="swatch %s" x="%g" y="2" width="10" height="3"/>`, s.Class, lx)
-		fmt.Fprintf(&b, `<text class="legend" x="%g" y="8">%s</text>`, lx+14, html.EscapeString(s.Name))
+		lx := left + float64(i)*140
+		fmt.Fprintf(&b, `<rect class="swatch %s" x="%g" y="8" width="14" height="4" rx="2"/>`, s.Class, lx)
+		fmt.Fprintf(&b, `<text class="legend" x="%g" y="14">%s</text>`, lx+20, html.EscapeString(s.Name))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) //nolint:gosec // numbers and escaped labels only
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten, so that the axis reads well; at least 1.
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten, so that the axis reads well; at least 1 (counts and
+// rates below one a second need no finer grid).
 func niceCeil(v float64) float64 {
 	if v <= 1 {
 		return 1

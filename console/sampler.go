@@ -92,9 +92,13 @@ func (c *Console) sampleAll(ctx context.Context) {
 	wg.Wait()
 }
 
+// minSampleTimeout bounds a sample's wait for its database, however short the interval: a slow answer delays
+// the next sample rather than failing this one.
+const minSampleTimeout = 5 * time.Second
+
 // sampleOne measures one database now and records the result.
 func (c *Console) sampleOne(ctx context.Context, name string) sample {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.SampleInterval)
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.SampleInterval, minSampleTimeout))
 	defer cancel()
 	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
 	s := sample{At: time.Now(), Ov: ov, Rate: -1}
