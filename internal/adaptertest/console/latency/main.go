@@ -104,7 +104,9 @@ func run(pending, dead, requests int, reseed bool) error {
 		name string
 		do   func() (*http.Response, error)
 	}
-	get := func(path string) func() (*http.Response, error) { return func() (*http.Response, error) { return c.Get(srv.URL + path) } }
+	get := func(path string) func() (*http.Response, error) {
+		return func() (*http.Response, error) { return c.Get(srv.URL + path) }
+	}
 	post := func(path string, form url.Values) func() (*http.Response, error) {
 		return func() (*http.Response, error) {
 			form.Set("csrf", csrf)
