@@ -22,6 +22,12 @@ const (
 	DefaultHistory        = 15 * time.Minute
 	DefaultPageSize       = 50
 	DefaultSessionTTL     = 12 * time.Hour
+	// DefaultCountLimit caps the counts the console shows: each reads at most this many index entries, a few
+	// milliseconds, where counting a million pending messages would take a second.
+	DefaultCountLimit = 10_000
+	// DefaultKeySearchTimeout bounds Find's search by key, which reads the whole outbox where no index covers
+	// keys.
+	DefaultKeySearchTimeout = 250 * time.Millisecond
 )
 
 // Config configures a Console.
@@ -44,9 +50,13 @@ type Config struct {
 	SampleInterval time.Duration
 	// History is how far back the overview's chart reaches. Default: DefaultHistory.
 	History time.Duration
-	// CountLimit caps the counts the overview and the confirmation pages show: past it they say "more than".
-	// Default: postbox.DefaultOverviewLimit.
+	// CountLimit caps the counts the overview and the confirmation pages show: past it they say "more than",
+	// with the database's estimate beside where it keeps one. The overview's topics are counted over the oldest
+	// CountLimit pending and dead messages. Default: DefaultCountLimit.
 	CountLimit int64
+	// KeySearchTimeout bounds how long Find searches by key before it shows what it found by ID and offers to
+	// search the whole table. Default: DefaultKeySearchTimeout.
+	KeySearchTimeout time.Duration
 	// PageSize is how many dead letters one page lists. Default: DefaultPageSize.
 	PageSize int
 	// SessionTTL is how long a login lasts. Default: DefaultSessionTTL.
@@ -69,7 +79,10 @@ func (c *Config) WithDefaults() Config {
 		out.History = DefaultHistory
 	}
 	if out.CountLimit <= 0 {
-		out.CountLimit = postbox.DefaultOverviewLimit
+		out.CountLimit = DefaultCountLimit
+	}
+	if out.KeySearchTimeout <= 0 {
+		out.KeySearchTimeout = DefaultKeySearchTimeout
 	}
 	if out.PageSize <= 0 {
 		out.PageSize = DefaultPageSize

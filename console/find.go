@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -19,6 +20,9 @@ type findData struct {
 	Hits []findHit
 	Errs []string
 	Done bool
+	// Cut names the databases whose search by key ran out of Config.KeySearchTimeout; Whole asked for no limit.
+	Cut   []string
+	Whole bool
 }
 
 // findLimit bounds the messages one key finds in one database.
@@ -26,7 +30,7 @@ const findLimit = 50
 
 // find looks a message up by ID, and by key, in every database: pending, kept published and dead alike.
 func (c *Console) find(w http.ResponseWriter, r *http.Request) {
-	d := findData{Q: strings.TrimSpace(r.FormValue("q"))}
+	d := findData{Q: strings.TrimSpace(r.FormValue("q")), Whole: r.FormValue("whole") != ""}
 	if d.Q != "" {
 		d.Done = true
 		var mu sync.Mutex
@@ -35,11 +39,14 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				hits, errs := c.findIn(r, name, d.Q)
+				hits, errs, cut := c.findIn(r, name, d.Q, d.Whole)
 				mu.Lock()
 				defer mu.Unlock()
 				d.Hits = append(d.Hits, hits...)
 				d.Errs = append(d.Errs, errs...)
+				if cut {
+					d.Cut = append(d.Cut, name)
+				}
 			}()
 		}
 		wg.Wait()
@@ -53,7 +60,10 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "find", "Find a message", d)
 }
 
-func (c *Console) findIn(r *http.Request, name, q string) (hits []findHit, errs []string) {
+// findIn looks q up in one database: as an ID through the primary key, then as a key. Outside ordered table
+// sets no index covers keys, so the key search reads the table; it stops after KeySearchTimeout unless whole is
+// set, and cut reports that it did.
+func (c *Console) findIn(r *http.Request, name, q string, whole bool) (hits []findHit, errs []string, cut bool) {
 	src := c.dbs[name]
 	seen := map[string]bool{}
 	if looksLikeUUID(q) {
@@ -66,16 +76,24 @@ func (c *Console) findIn(r *http.Request, name, q string) (hits []findHit, errs 
 			errs = append(errs, name+": "+err.Error())
 		}
 	}
-	recs, err := src.FindByKey(r.Context(), q, findLimit)
-	if err != nil {
-		return hits, append(errs, name+": "+err.Error())
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.KeySearchTimeout)
+	if whole {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	defer cancel()
+	recs, err := src.FindByKey(ctx, q, findLimit)
+	switch {
+	case err != nil && ctx.Err() != nil && r.Context().Err() == nil:
+		return hits, errs, true
+	case err != nil:
+		return hits, append(errs, name+": "+err.Error()), false
 	}
 	for _, rec := range recs {
 		if !seen[rec.ID] {
 			hits = append(hits, findHit{name, rec})
 		}
 	}
-	return hits, errs
+	return hits, errs, false
 }
 
 // looksLikeUUID reports whether s has a UUID's shape, so that it is worth looking up as an ID.
