@@ -200,7 +200,12 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.login)
 	m.HandleFunc("POST /logout", c.logout)
-	c.extraRoutes(m)
+	m.HandleFunc("POST /topics/{db}/pause", c.change(c.topicAct(true)))
+	m.HandleFunc("POST /topics/{db}/resume", c.change(c.topicAct(false)))
+	m.HandleFunc("GET /replay", c.replay)
+	m.HandleFunc("POST /replay", c.change(c.replayDo))
+	m.HandleFunc("GET /inbox", c.inbox)
+	m.HandleFunc("POST /inbox/{db}/retry", c.change(c.inboxRetry))
 	c.mux = m
 }
 

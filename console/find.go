@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -55,7 +56,7 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 		for i, n := range c.names {
 			order[n] = i
 		}
-		sortStable(d.Hits, func(a, b findHit) bool { return order[a.DB] < order[b.DB] })
+		slices.SortStableFunc(d.Hits, func(a, b findHit) int { return order[a.DB] - order[b.DB] })
 	}
 	c.render(w, r, "find", "Find a message", d)
 }
@@ -69,6 +70,9 @@ func (c *Console) findIn(r *http.Request, name, q string, whole bool) (hits []fi
 	if looksLikeUUID(q) {
 		rec, err := src.FindMessage(r.Context(), q)
 		switch {
+		case err == nil && !whole:
+			// An ID names one message; keys are searched when the operator asks for the whole table.
+			return []findHit{{name, rec}}, nil, false
 		case err == nil:
 			hits = append(hits, findHit{name, rec})
 			seen[rec.ID] = true
@@ -109,12 +113,4 @@ func looksLikeUUID(s string) bool {
 		}
 	}
 	return true
-}
-
-func sortStable[T any](s []T, less func(a, b T) bool) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && less(s[j], s[j-1]); j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
