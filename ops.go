@@ -322,3 +322,33 @@ func (c *Client[TTx]) operator(what string) (driver.Operator, error) {
 	}
 	return op, nil
 }
+
+// Operator is what an operator's tool (the postbox command, a console) uses of a Client, without the Client's
+// transaction type: a *Client of any driver is one. Every method is documented on Client.
+type Operator interface {
+	Config() Config
+	Stats(ctx context.Context) (Stats, error)
+	Overview(ctx context.Context, limit int64) (Overview, error)
+	MigrationStatus(ctx context.Context) ([]MigrationState, error)
+
+	ListDead(ctx context.Context, f DeadFilter) ([]Record, error)
+	CountDead(ctx context.Context, f DeadFilter, limit int64) (Count, error)
+	RetryDead(ctx context.Context, f DeadFilter) (int64, error)
+	PurgeDead(ctx context.Context, f DeadFilter) (int64, error)
+
+	FindMessage(ctx context.Context, id string) (Record, error)
+	FindByKey(ctx context.Context, key string, limit int) ([]Record, error)
+	CountReplay(ctx context.Context, f ReplayFilter, limit int64) (Count, error)
+	ReplayPublished(ctx context.Context, f ReplayFilter, actor string) (int64, error)
+	ResendEdited(ctx context.Context, originalID string, m Message, actor string) (string, error)
+
+	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
+	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
+	PausedTopics(ctx context.Context) ([]PausedTopic, error)
+
+	InboxConsumers(ctx context.Context) ([]string, error)
+	InboxView(ctx context.Context, consumer string, since time.Time, limit int) (InboxView, error)
+	RetryInbox(ctx context.Context, consumer, messageID, actor string) (bool, error)
+}
+
+var _ Operator = (*Client[any])(nil)

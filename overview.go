@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultOverviewLimit is the cap Overview uses when given 0.
-const DefaultOverviewLimit = 100_000
+const DefaultOverviewLimit = 10_000
 
 // Overview is a cheap summary of the outbox for a page that loads often. Unlike Stats, which counts every
 // pending and dead record, it reads a bounded number of index entries whatever the table's size.
@@ -27,7 +27,8 @@ type Overview struct {
 	PendingEstimate, DeadEstimate, PublishedEstimate int64
 	// OldestReady is when the message the next claim takes first became due: its AvailableAt when never
 	// attempted, else its creation time (see TopicStats.OldestPending). Zero when nothing is ready. It is the
-	// relay's lag: a time far in the past means no relay keeps up.
+	// relay's lag: a time far in the past means no relay keeps up, or the message's topic is paused (paused
+	// topics' messages are not left out).
 	OldestReady time.Time
 	// Topics break the counts down by topic, in topic order, over the oldest Limit pending and the oldest Limit
 	// dead records: exact when Pending and Dead have no More, otherwise the head of each queue. Paused topics

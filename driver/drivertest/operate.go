@@ -371,6 +371,29 @@ func testPauseTopic[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	if s := stats(t, c); s.Pending != 1 || len(s.Topics) != 1 || s.Topics[0].Topic != "refunds" {
 		t.Fatalf("stats %+v; want the refunds message still pending", s)
 	}
+	t.Run("Ordered", func(t *testing.T) {
+		oc := Client(t, newDriver(t), orderedTables(nil))
+		if _, err := oc.PauseTopic(ctx, "orders", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		msgs := keyed("a", "b", "a")
+		msgs[1].Topic = "invoices"
+		enqueue(t, oc, msgs...)
+		rec := &postboxtest.Recorder{}
+		r := relay(t, oc, rec, &postbox.RelayConfig{PausedRefresh: time.Nanosecond})
+		if n := drain(t, r); n != 1 || rec.Counts()[msgs[1].ID] != 1 {
+			t.Fatalf("ordered relay claimed %d with orders paused; want the invoice alone", n)
+		}
+		if _, err := oc.ResumeTopic(ctx, "orders", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if n := drain(t, r); n != 2 {
+			t.Fatalf("ordered relay claimed %d after resuming orders, want 2", n)
+		}
+		if got := rec.Records(); got[1].ID != msgs[0].ID || got[2].ID != msgs[2].ID {
+			t.Fatalf("key a published out of order after resuming: %s then %s", got[1].ID, got[2].ID)
+		}
+	})
 	if _, err := c.PauseTopic(ctx, "", "ops"); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("PauseTopic(empty) = %v, want ErrInvalidConfig", err)
 	}

@@ -310,9 +310,13 @@ func (postgres) tableExists(n driver.Names, table string) (string, []any) {
 func (postgres) timeColumn() string { return "timestamptz" }
 
 // containsText uses strpos: LIKE would read % and _ in the text as wildcards.
-func (p postgres) containsText(col string, n int) string { return "strpos(" + col + ", " + p.ph(n) + ") > 0" }
+func (p postgres) containsText(col string, n int) string {
+	return "strpos(" + col + ", " + p.ph(n) + ") > 0"
+}
 
-func (postgres) minuteOf(col string) string { return "floor(extract(epoch FROM " + col + ") / 60)::bigint" }
+func (postgres) minuteOf(col string) string {
+	return "floor(extract(epoch FROM " + col + ") / 60)::bigint"
+}
 
 func (p postgres) insertIgnore(table, cols string, n int) string {
 	var b strings.Builder

@@ -137,7 +137,7 @@ func run(pending, dead, requests int, reseed bool) error {
 	var sample []time.Duration
 	for range requests {
 		t0 := time.Now()
-		if _, err := client.Overview(ctx, 0); err != nil {
+		if _, err := client.Overview(ctx, console.DefaultCountLimit); err != nil {
 			return err
 		}
 		sample = append(sample, time.Since(t0))
