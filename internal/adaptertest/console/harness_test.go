@@ -320,3 +320,5 @@ func (e *env) shot(name string) {
 		e.t.Fatal(err)
 	}
 }
+
+type pgxTx = pgx.Tx
