@@ -209,7 +209,7 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 		}
 		confirm := r.PostFormValue("confirm")
 		if confirm == "" {
-			n, err := c.countDead(r, src, f)
+			n, err := c.countDead(r, q, src, f)
 			if err != nil {
 				c.fail(w, r, err)
 				return

@@ -43,7 +43,13 @@ func deadFilter(q deadQuery, actor string) (postbox.DeadFilter, error) {
 	return f, nil
 }
 
-// countDead counts the dead messages f selects, up to the console's cap, for the confirmation page.
-func (c *Console) countDead(r *http.Request, src Source, f postbox.DeadFilter) (postbox.Count, error) {
+// countDead counts the dead messages f selects, up to the console's cap, for the confirmation page. Every dead
+// message of a database is the count the sampler took less than an interval ago, the same capped count.
+func (c *Console) countDead(r *http.Request, q deadQuery, src Source, f postbox.DeadFilter) (postbox.Count, error) {
+	if !q.Narrowed() {
+		if s, ok := c.hist.latest(q.DB); ok && s.Err == "" {
+			return s.Ov.Dead, nil
+		}
+	}
 	return src.CountDead(r.Context(), f, c.cfg.CountLimit)
 }
