@@ -27,7 +27,7 @@ const (
 	DefaultCountLimit = 10_000
 	// DefaultKeySearchTimeout bounds Find's search by key, which reads the whole outbox where no index covers
 	// keys.
-	DefaultKeySearchTimeout = 250 * time.Millisecond
+	DefaultKeySearchTimeout = 150 * time.Millisecond
 )
 
 // Config configures a Console.
