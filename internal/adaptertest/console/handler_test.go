@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -222,3 +223,27 @@ func TestConfigRefused(t *testing.T) {
 
 // unusedSource is a Source New never calls: it only checks the configuration.
 type unusedSource struct{ console.Source }
+
+// TestHandlerKeySearchCut: a search by key that runs out of time says so and offers the whole table; an ID is
+// found through the primary key whatever the budget.
+func TestHandlerKeySearchCut(t *testing.T) {
+	srv, client := handlerEnv(t, console.Config{KeySearchTimeout: time.Nanosecond})
+	var id string
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) (err error) {
+		id, err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Key: "customer-9", Payload: []byte("{}")})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, srv.URL+"/ops/postbox")
+	if _, page := s.get("/find?q=customer-9"); !strings.Contains(page, "stopped early") || !strings.Contains(page, "whole=1") {
+		t.Errorf("a cut key search does not say so:\n%s", page)
+	}
+	if _, page := s.get("/find?q=customer-9&whole=1"); !strings.Contains(page, id) {
+		t.Errorf("the whole-table search does not find %s", id)
+	}
+	if _, page := s.get("/find?q=" + id); !strings.Contains(page, id) || strings.Contains(page, "stopped early") {
+		t.Errorf("the ID is not found by its primary key:\n%s", page)
+	}
+}

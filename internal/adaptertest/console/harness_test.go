@@ -85,7 +85,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		ReadOnly:       o.readOnly,
 		SampleInterval: 300 * time.Millisecond,
 		History:        time.Minute,
-		Logger:         logger,
+		// A loaded test machine must not cut the key searches the tests check; TestHandlerKeySearchCut cuts one.
+		KeySearchTimeout: time.Minute,
+		Logger:           logger,
 	})
 	if err != nil {
 		t.Fatal(err)
