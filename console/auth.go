@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -117,8 +118,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, r, http.StatusForbidden, "The form's security token is missing or stale. Reload the page and try again.")
 		return
 	}
+	if !c.logins.allow(time.Now()) {
+		c.cfg.Logger.Warn("console login refused: too many failed logins", "remote", r.RemoteAddr)
+		c.refuse(w, r, http.StatusTooManyRequests, "Too many failed logins in the last minute. Wait a minute and try again.")
+		return
+	}
 	who := c.checkCredentials(r)
 	if who == "" {
+		c.logins.fail(time.Now())
 		c.cfg.Logger.Warn("console login refused", "remote", r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
 		c.render(w, r, "login", "Log in", loginData{Next: next, Error: "Those credentials are not valid."})
@@ -198,4 +205,30 @@ func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) string {
 		return ""
 	}
 	return string(b)
+}
+
+// maxFailedLogins is how many failed logins a console takes in a minute, from anyone, before it refuses every
+// login until the minute is over: a token or password cannot be guessed at the speed of the network.
+const maxFailedLogins = 20
+
+// loginLimiter counts failed logins per minute.
+type loginLimiter struct {
+	mu     sync.Mutex
+	minute int64
+	failed int
+}
+
+func (l *loginLimiter) allow(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.minute != now.Unix()/60 || l.failed < maxFailedLogins
+}
+
+func (l *loginLimiter) fail(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := now.Unix() / 60; m != l.minute {
+		l.minute, l.failed = m, 0
+	}
+	l.failed++
 }

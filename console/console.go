@@ -119,13 +119,14 @@ func (c Config) validate() error {
 // live figures. Mount it at the root of a server or under a prefix with http.StripPrefix; its links follow the
 // prefix.
 type Console struct {
-	cfg   Config
-	dbs   map[string]Source
-	names []string
-	mux   *http.ServeMux
-	pages map[string]*template.Template
-	key   []byte // signs sessions and CSRF tokens; new on every start, so a restart logs everyone out
-	hist  *history
+	cfg    Config
+	dbs    map[string]Source
+	names  []string
+	mux    *http.ServeMux
+	pages  map[string]*template.Template
+	key    []byte // signs sessions and CSRF tokens; new on every start, so a restart logs everyone out
+	hist   *history
+	logins loginLimiter
 
 	running sync.Mutex // held by Run
 }

@@ -18,6 +18,7 @@ type overviewDB struct {
 	Ov     postbox.Overview
 	Rate   float64 // published per second at the last sample, -1 when unknown
 	Charts []template.HTML
+	Paused map[string]postbox.PausedTopic // by topic
 }
 
 type overviewData struct {
@@ -33,7 +34,11 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 		go func() {
 			defer wg.Done()
 			s := c.current(r.Context(), name)
-			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Charts: c.charts(name)}
+			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Charts: c.charts(name),
+				Paused: map[string]postbox.PausedTopic{}}
+			for _, p := range s.Ov.Paused {
+				dbs[i].Paused[p.Topic] = p
+			}
 		}()
 	}
 	wg.Wait()

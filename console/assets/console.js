@@ -7,7 +7,8 @@
     var url = el.getAttribute("data-poll");
     var every = parseInt(el.getAttribute("data-interval"), 10) || 5000;
     function tick() {
-      if (document.hidden) { return; }
+      // Not while the page is hidden, nor while the operator types in a form the refresh would replace.
+      if (document.hidden || el.contains(document.activeElement)) { return; }
       fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
         .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
         .then(function (html) {
