@@ -208,27 +208,27 @@ func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) string {
 }
 
 // maxFailedLogins is how many failed logins a console takes in a minute, from anyone, before it refuses every
-// login until the minute is over: a token or password cannot be guessed at the speed of the network.
+// login until the oldest of them is a minute old: a token or password cannot be guessed at the speed of the
+// network.
 const maxFailedLogins = 20
 
-// loginLimiter counts failed logins per minute.
+// loginLimiter keeps the times of the last maxFailedLogins failed logins.
 type loginLimiter struct {
 	mu     sync.Mutex
-	minute int64
-	failed int
+	failed []time.Time
 }
 
 func (l *loginLimiter) allow(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.minute != now.Unix()/60 || l.failed < maxFailedLogins
+	return len(l.failed) < maxFailedLogins || now.Sub(l.failed[0]) > time.Minute
 }
 
 func (l *loginLimiter) fail(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m := now.Unix() / 60; m != l.minute {
-		l.minute, l.failed = m, 0
+	l.failed = append(l.failed, now)
+	if len(l.failed) > maxFailedLogins {
+		l.failed = l.failed[1:]
 	}
-	l.failed++
 }

@@ -247,3 +247,18 @@ func TestHandlerKeySearchCut(t *testing.T) {
 		t.Errorf("the ID is not found by its primary key:\n%s", page)
 	}
 }
+
+// TestHandlerLoginLimit: after twenty failed logins in a minute, even the right token is refused for the rest of
+// it.
+func TestHandlerLoginLimit(t *testing.T) {
+	srv, _ := handlerEnv(t, console.Config{Token: token})
+	s := newSession(t, srv.URL+"/ops/postbox")
+	for i := range 20 {
+		if resp := s.login("guess"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %s, want 401", i+1, resp.Status)
+		}
+	}
+	if resp := s.login(token); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a login after 20 failures: %s, want 429", resp.Status)
+	}
+}
