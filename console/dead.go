@@ -106,7 +106,6 @@ type deadShowData struct {
 	Rec     postbox.Record
 	Payload payloadView
 	Headers []header
-	Back    string
 }
 
 type header struct{ Name, Value string }
@@ -160,7 +159,7 @@ func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, r, statusOf(err), err.Error())
 		return
 	}
-	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload), Back: safeNext(r.FormValue("back"))}
+	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload)}
 	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
 		d.Headers = append(d.Headers, header{k, rec.Headers[k]})
 	}
