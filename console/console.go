@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +44,11 @@ type Config struct {
 	// User and Password, when both set, let an operator log in with them. Without Token, User and Password the
 	// console shows everything and changes nothing.
 	User, Password string
+	// Secrets are strings no page may show, such as the passwords of the databases' URLs: each is replaced by
+	// xxxxx wherever it would appear, in an error from a database as in a payload (and so is the same text
+	// anywhere else: a secret of four characters or more that is also a common word hides that word). Token and
+	// Password are always among them.
+	Secrets []string
 	// Logger receives one line per change (who, what, where, how many) and the sampler's errors. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -127,6 +134,7 @@ type Console struct {
 	key    []byte // signs sessions and CSRF tokens; new on every start, so a restart logs everyone out
 	hist   *history
 	logins loginLimiter
+	redact *strings.Replacer
 
 	running sync.Mutex // held by Run
 }
@@ -157,6 +165,7 @@ func New(cfg *Config) (*Console, error) {
 		return nil, err
 	}
 	con.pages = pages
+	con.redact = newRedactor(append([]string{c.Token, c.Password}, c.Secrets...))
 	con.routes()
 	return con, nil
 }
@@ -243,3 +252,24 @@ func (c *Console) source(r *http.Request) (string, Source, error) {
 }
 
 var errUnknownDB = errors.New("no database of that name")
+
+// redacted replaces every secret on a page.
+const redacted = "xxxxx"
+
+// newRedactor replaces each secret as written and as html/template or JSON would escape it, longest first so
+// that a secret containing another is replaced whole.
+func newRedactor(secrets []string) *strings.Replacer {
+	var forms []string
+	for _, s := range secrets {
+		if len(s) < 4 { // shorter strings would mangle the pages; a secret that short protects nothing
+			continue
+		}
+		forms = append(forms, s, template.HTMLEscapeString(s), template.JSEscapeString(s), strings.Trim(strconv.Quote(s), `"`))
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, f := range slices.Compact(forms) {
+		pairs = append(pairs, f, redacted)
+	}
+	return strings.NewReplacer(pairs...)
+}

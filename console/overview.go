@@ -1,8 +1,10 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"html/template"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -122,6 +124,8 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 			out[i].Topics = append(out[i].Topics, topic(t))
 		}
 	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(map[string]any{"databases": out})
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"databases": out})
+	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
 }

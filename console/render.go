@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -65,7 +66,7 @@ func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, name, e
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
 }
 
 // refuse answers with a page explaining why a request was not carried out.

@@ -262,3 +262,30 @@ func TestHandlerLoginLimit(t *testing.T) {
 		t.Errorf("a login after 20 failures: %s, want 429", resp.Status)
 	}
 }
+
+// TestHandlerRedactsSecrets: a configured secret never reaches a page, even when a message carries it.
+func TestHandlerRedactsSecrets(t *testing.T) {
+	const secret = `pa<ss"w0rd`
+	srv, client := handlerEnv(t, console.Config{Token: token, Secrets: []string{secret}})
+	var id string
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) (err error) {
+		id, err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Key: secret,
+			Payload: []byte(`{"password":"pa<ss\"w0rd"}`), Headers: map[string]string{"x-token": token}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, srv.URL+"/ops/postbox")
+	for _, path := range []string{"/find?q=" + id, "/find?q=" + url.QueryEscape(secret) + "&whole=1", "/api/overview"} {
+		_, page := s.get(path)
+		for _, form := range []string{secret, "pa&lt;ss&#34;w0rd", `pa\u003css\"w0rd`, token} {
+			if strings.Contains(page, form) {
+				t.Errorf("%s shows the secret as %s", path, form)
+			}
+		}
+		if path != "/api/overview" && !strings.Contains(page, "xxxxx") {
+			t.Errorf("%s shows no redaction:\n%s", path, page)
+		}
+	}
+}

@@ -72,6 +72,7 @@ made it.`,
 			}
 			names := map[string]int{}
 			for _, u := range urls {
+				cfg.Secrets = append(cfg.Secrets, urlSecrets(u)...)
 				o.url = u
 				db, err := o.openMigrated(ctx, rt, nil)
 				if err != nil {
