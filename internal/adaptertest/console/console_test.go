@@ -115,8 +115,7 @@ func TestPauseTopic(t *testing.T) {
 	e.relay()
 	e.login()
 	e.open("/")
-	e.do("pause "+held, chromedp.SetValue(chromedp.CSS(`section.db form.toolbar input[name=topic]`), held))
-	e.click(`section.db form.toolbar button`)
+	e.press(`section.db form.toolbar button`, map[string]string{`section.db form.toolbar input[name=topic]`: held})
 	e.waitText(".flash", "Paused topic "+held)
 	time.Sleep(300 * time.Millisecond) // PausedRefresh is 100ms: the relay has read the pause
 
@@ -132,7 +131,7 @@ func TestPauseTopic(t *testing.T) {
 	e.waitText(fmt.Sprintf(`tr[data-topic=%q] [data-stat=pending]`, held), "3")
 	e.shot("overview-paused")
 
-	e.click(fmt.Sprintf(`button[data-pause=%q]`, held))
+	e.press(fmt.Sprintf(`button[data-pause=%q]`, held), nil)
 	e.waitText(".flash", "Resumed topic "+held)
 	testenv.Eventually(t, "the resumed topic published", func() bool { return len(e.streamIDs(heldStream)) == len(heldIDs) })
 }

@@ -306,6 +306,22 @@ func (e *env) click(sel string) {
 	}
 }
 
+// press clicks the element sel matches from the page's own script, and waits for the page it loads: for the
+// overview's live part, which the page replaces every sample interval, so that a node found first may be gone
+// when a click reaches it. fill sets inputs first, by selector.
+func (e *env) press(sel string, fill map[string]string) {
+	e.t.Helper()
+	var js strings.Builder
+	js.WriteString("(() => {")
+	for k, v := range fill {
+		fmt.Fprintf(&js, "document.querySelector(%q).value = %q;", k, v)
+	}
+	fmt.Fprintf(&js, "document.querySelector(%q).click(); })()", sel)
+	if _, err := chromedp.RunResponse(e.tab, chromedp.Evaluate[chromedp.Void](js.String())); err != nil {
+		e.t.Fatalf("press %s: %v; the page says: %s", sel, err, e.pageText())
+	}
+}
+
 // shot saves a screenshot of the page as name.png in the directory POSTBOX_CONSOLE_SCREENSHOTS names; it does
 // nothing without it, so that test runs leave the tree as it was.
 func (e *env) shot(name string) {
