@@ -135,6 +135,7 @@ type Console struct {
 	hist   *history
 	logins loginLimiter
 	redact *strings.Replacer
+	relays relayFeed
 
 	running sync.Mutex // held by Run
 }

@@ -19,6 +19,7 @@ type overviewDB struct {
 	At     time.Time
 	Ov     postbox.Overview
 	Rate   float64 // published per second at the last sample, -1 when unknown
+	Relays relayFigures
 	Charts []template.HTML
 	Paused map[string]postbox.PausedTopic // by topic
 }
@@ -36,7 +37,7 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 		go func() {
 			defer wg.Done()
 			s := c.current(r.Context(), name)
-			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Charts: c.charts(name),
+			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Relays: s.Relays, Charts: c.charts(name),
 				Paused: map[string]postbox.PausedTopic{}}
 			for _, p := range s.Ov.Paused {
 				dbs[i].Paused[p.Topic] = p
@@ -47,8 +48,8 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 	return overviewData{DBs: dbs, Interval: int(c.cfg.SampleInterval / time.Millisecond)}
 }
 
-// charts draws a database's recent history: messages waiting (pending and dead), and the publish rate when the
-// relays keep published messages.
+// charts draws a database's recent history: messages waiting (pending and dead), the publish rate when relays
+// report to the console or keep published messages, and the enqueue-to-publish latency when relays report.
 func (c *Console) charts(name string) []template.HTML {
 	ss := c.hist.samples(name)
 	if len(ss) < 2 {
@@ -59,6 +60,8 @@ func (c *Console) charts(name string) []template.HTML {
 	pending := series{Name: "pending", Class: "s-ready"}
 	dead := series{Name: "dead", Class: "s-dead"}
 	published := series{Name: "published / s", Class: "s-published"}
+	p50 := series{Name: "latency p50 (ms)", Class: "s-published"}
+	p95 := series{Name: "latency p95 (ms)", Class: "s-latency"}
 	for _, s := range ss {
 		if s.Err != "" {
 			continue
@@ -68,10 +71,17 @@ func (c *Console) charts(name string) []template.HTML {
 		if s.Rate >= 0 {
 			published.Points = append(published.Points, point{s.At, s.Rate})
 		}
+		if s.Relays.P95 > 0 {
+			p50.Points = append(p50.Points, point{s.At, float64(s.Relays.P50) / float64(time.Millisecond)})
+			p95.Points = append(p95.Points, point{s.At, float64(s.Relays.P95) / float64(time.Millisecond)})
+		}
 	}
 	out := []template.HTML{chart("messages waiting", []series{pending, dead}, from, now)}
 	if len(published.Points) > 1 {
 		out = append(out, chart("published per second", []series{published}, from, now))
+	}
+	if len(p95.Points) > 0 {
+		out = append(out, chart("enqueue-to-publish latency", []series{p50, p95}, from, now))
 	}
 	return out
 }
@@ -106,6 +116,9 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 		Published          count     `json:"published"`
 		PublishedPerSecond *float64  `json:"published_per_second,omitempty"`
 		OldestReadySeconds *float64  `json:"oldest_ready_seconds,omitempty"`
+		LatencyP50Seconds  *float64  `json:"latency_p50_seconds,omitempty"`
+		LatencyP95Seconds  *float64  `json:"latency_p95_seconds,omitempty"`
+		Relays             []string  `json:"relays,omitempty"`
 		Topics             []topic   `json:"topics"`
 	}
 	d := c.overviewData(r)
@@ -119,6 +132,13 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 		if !o.Ov.OldestReady.IsZero() {
 			age := time.Since(o.Ov.OldestReady).Seconds()
 			out[i].OldestReadySeconds = &age
+		}
+		if o.Relays.P95 > 0 {
+			p50, p95 := o.Relays.P50.Seconds(), o.Relays.P95.Seconds()
+			out[i].LatencyP50Seconds, out[i].LatencyP95Seconds = &p50, &p95
+		}
+		for _, r := range o.Relays.Relays {
+			out[i].Relays = append(out[i].Relays, r.Name)
 		}
 		for _, t := range o.Ov.Topics {
 			out[i].Topics = append(out[i].Topics, topic(t))

@@ -116,6 +116,15 @@ var funcs = template.FuncMap{
 		}
 		return formatNum(c.N)
 	},
+	"ms": func(d time.Duration) string {
+		if d < 10*time.Millisecond {
+			return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+		}
+		if d < 10*time.Second {
+			return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+		}
+		return age(d)
+	},
 	"rate": func(v float64) string {
 		if v < 0 {
 			return "—"

@@ -15,7 +15,10 @@ type sample struct {
 	// Rate is messages published per second since the previous sample, from the change in the count of kept
 	// published messages; -1 when unknown (no previous sample, counts past the cap, or nothing kept).
 	Rate float64
-	Err  string
+	// Relays are the figures of the relays that report to the console (Console.Observer) since the previous
+	// sample.
+	Relays relayFigures
+	Err    string
 }
 
 // history keeps each database's recent samples, oldest first, for the overview's chart.
@@ -102,6 +105,7 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	defer cancel()
 	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
 	s := sample{At: time.Now(), Ov: ov, Rate: -1}
+	s.Relays = c.relays.take(name, s.At, relayForget)
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 			return s
@@ -113,8 +117,18 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	return s
 }
 
-// rate returns the published-per-second figure between prev and s, or -1.
+// relayForget is how long a relay that reported to the console stays listed after its last batch.
+const relayForget = time.Minute
+
+// rate returns the published-per-second figure between prev and s, or -1: what the observed relays reported
+// when some do, else the change in the count of kept published messages.
 func rate(prev, s sample) float64 {
+	if s.Relays.Observed {
+		if dt := s.At.Sub(prev.At).Seconds(); dt > 0 {
+			return float64(s.Relays.Published) / dt
+		}
+		return -1
+	}
 	dt := s.At.Sub(prev.At).Seconds()
 	p, q := prev.Ov.Published, s.Ov.Published
 	if prev.Err != "" || s.Err != "" || dt <= 0 || p.More || q.More || q.N < p.N || (p.N == 0 && q.N == 0) {

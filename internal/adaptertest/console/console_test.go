@@ -107,7 +107,7 @@ func TestPurgeByFilter(t *testing.T) {
 }
 
 // TestPauseTopic: with a relay running, a paused topic's messages wait while another topic's are published,
-// and resuming publishes them.
+// and resuming publishes them. The relay reports to the console, which lists it with its latency.
 func TestPauseTopic(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	held, flowing := e.topic("held"), e.topic("flowing")
@@ -127,6 +127,9 @@ func TestPauseTopic(t *testing.T) {
 		t.Fatalf("the paused topic published %v", got)
 	}
 	e.open("/")
+	// The relay reports to the console: it is seen, and the latency of the flowing topic's messages shows.
+	e.waitText(`[data-relay]`, "relay-1")
+	e.waitText(`section.db [data-stat=latency]`, "ms")
 	e.waitText(fmt.Sprintf(`tr[data-topic=%q]`, held), "paused")
 	e.waitText(fmt.Sprintf(`tr[data-topic=%q] [data-stat=pending]`, held), "3")
 	e.shot("overview-paused")

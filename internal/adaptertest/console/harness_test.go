@@ -187,7 +187,8 @@ func (e *env) relay() {
 		e.t.Fatal(err)
 	}
 	r, err := postbox.NewRelay(e.client, pub, &postbox.RelayConfig{PollInterval: 50 * time.Millisecond, MaxAttempts: 1,
-		PublishTimeout: 2 * time.Second, PausedRefresh: 100 * time.Millisecond, KeepPublished: true})
+		PublishTimeout: 2 * time.Second, PausedRefresh: 100 * time.Millisecond, KeepPublished: true,
+		Observer: e.con.Observer("orders-db", "relay-1")})
 	if err != nil {
 		e.t.Fatal(err)
 	}
