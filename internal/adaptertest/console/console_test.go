@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -224,5 +225,43 @@ func TestScriptInPayloadIsText(t *testing.T) {
 	e.open("/dead?topic=" + evil)
 	if pwned := eval[bool](e, `window.pwned === true || document.querySelectorAll("main b, main script").length > 0`); pwned {
 		t.Fatal("the dead-letter list turned a key into markup")
+	}
+}
+
+// TestSendEditedCopy: a dead letter's payload, edited, goes out as a new message naming the original, and the
+// original stays dead.
+func TestSendEditedCopy(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	payments := e.topic("payments")
+	e.relay()
+	e.enqueue(msgs(1, payments, "payment.captured")...)
+	orig := e.dead(payments, 1)[0]
+	s := e.stream(payments)
+
+	e.login()
+	e.open("/dead/orders-db/" + orig.ID)
+	e.do("edit the payload",
+		chromedp.Click(chromedp.CSS(`#edit summary`)),
+		chromedp.SetValue(chromedp.CSS(`#edit textarea[name=payload]`), `{"order":1000,"total":20.50,"currency":"USD"}`))
+	e.click(`#send-copy`)
+	e.waitText(".flash", "as new message")
+	var copyID string
+	testenv.Eventually(t, "the edited copy in the stream", func() bool {
+		ids := e.streamIDs(s)
+		if len(ids) == 1 {
+			copyID = ids[0]
+		}
+		return len(ids) == 1
+	})
+	m, err := s.GetLastMsgForSubject(context.Background(), payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copyID == orig.ID || !strings.Contains(string(m.Data), `"USD"`) || m.Header.Get("postbox-replay-of") != orig.ID {
+		t.Errorf("the copy %s: data %s, postbox-replay-of %q; want a new ID, USD, and %s", copyID, m.Data, m.Header.Get("postbox-replay-of"), orig.ID)
+	}
+	e.dead(payments, 1)
+	if !strings.Contains(e.log.String(), "sent edited copy") {
+		t.Errorf("the send was not logged:\n%s", e.log.String())
 	}
 }
