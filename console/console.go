@@ -207,6 +207,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /dead/{db}/act", c.change(c.deadAct))
 	m.HandleFunc("POST /dead/{db}/{id}/send", c.change(c.deadSend))
 	m.HandleFunc("GET /find", c.find)
+	m.HandleFunc("GET /message/{db}/{id}", c.messageShow)
 	m.HandleFunc("GET /schema", c.schema)
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.login)

@@ -144,16 +144,30 @@ func deadRecord(r *http.Request, src Source, id string) (postbox.Record, error) 
 	return rec, err
 }
 
-func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
+func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) { c.show(w, r, true) }
+
+// messageShow shows a message in any state: pending, kept published or dead.
+func (c *Console) messageShow(w http.ResponseWriter, r *http.Request) { c.show(w, r, false) }
+
+func (c *Console) show(w http.ResponseWriter, r *http.Request, deadOnly bool) {
 	name, src, err := c.source(r)
 	if err != nil {
 		c.refuse(w, r, http.StatusNotFound, err.Error())
 		return
 	}
-	rec, err := deadRecord(r, src, r.PathValue("id"))
+	var rec postbox.Record
+	if deadOnly {
+		rec, err = deadRecord(r, src, r.PathValue("id"))
+	} else {
+		rec, err = src.FindMessage(r.Context(), r.PathValue("id"))
+	}
 	switch {
-	case errors.Is(err, postbox.ErrNotFound):
+	case errors.Is(err, postbox.ErrNotFound) && deadOnly:
 		c.refuse(w, r, http.StatusNotFound, "No dead message has that ID in "+name+". It may have been retried or purged.")
+		return
+	case errors.Is(err, postbox.ErrNotFound):
+		c.refuse(w, r, http.StatusNotFound, "No message has that ID in the outbox of "+name+
+			". Published messages stay there only when relays keep them (RelayConfig.KeepPublished), until cleanup.")
 		return
 	case err != nil:
 		c.refuse(w, r, statusOf(err), err.Error())
@@ -163,7 +177,11 @@ func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
 	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
 		d.Headers = append(d.Headers, header{k, rec.Headers[k]})
 	}
-	c.render(w, r, "deadshow", "Dead message", d)
+	title := "Dead message"
+	if rec.Status != postbox.StatusDead {
+		title = "Message"
+	}
+	c.render(w, r, "deadshow", title, d)
 }
 
 type confirmData struct {

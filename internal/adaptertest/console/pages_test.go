@@ -34,6 +34,12 @@ func TestFindAndReplay(t *testing.T) {
 	e.click(`#find button`)
 	e.waitText("main table", ids[0])
 	e.waitText("main table", "published")
+	e.click(fmt.Sprintf(`main table a[href$=%q]`, ids[0]))
+	e.waitText(".crumbs", "published")
+	e.waitText("#payload", `"order": 1000`)
+	if n := eval[int](e, `document.querySelectorAll("#retry-one, #edit").length`); n != 0 {
+		t.Errorf("a published message offers dead-letter actions")
+	}
 
 	e.open("/find?q=customer-1")
 	e.waitText("main table", "dead")
