@@ -16,11 +16,13 @@ type PartitionSource interface {
 
 type schemaDB struct {
 	Name        string
+	Outbox      string // the outbox table, with its schema when set
+	InboxTable  string
 	Migrations  []postbox.MigrationState
 	Err         string
 	Partitioned bool
-	Outbox      []string
-	Inbox       []string
+	OutboxParts []string
+	InboxParts  []string
 	PartErr     string
 }
 
@@ -31,7 +33,8 @@ func (c *Console) schema(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := schemaDB{Name: name}
+			cfg := c.dbs[name].Config()
+			d := schemaDB{Name: name, Outbox: qualified(cfg.Schema, cfg.Table), InboxTable: qualified(cfg.Schema, cfg.InboxTable)}
 			ms, err := c.dbs[name].MigrationStatus(r.Context())
 			if err != nil {
 				d.Err = err.Error()
@@ -39,7 +42,7 @@ func (c *Console) schema(w http.ResponseWriter, r *http.Request) {
 			d.Migrations = ms
 			if ps, ok := c.dbs[name].(PartitionSource); ok {
 				d.Partitioned = true
-				d.Outbox, d.Inbox, err = ps.Partitions(r.Context())
+				d.OutboxParts, d.InboxParts, err = ps.Partitions(r.Context())
 				if err != nil {
 					d.PartErr = err.Error()
 				}
@@ -49,4 +52,11 @@ func (c *Console) schema(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	c.render(w, r, "schema", "Schema", out)
+}
+
+func qualified(schema, table string) string {
+	if schema == "" {
+		return table
+	}
+	return schema + "." + table
 }

@@ -2,41 +2,15 @@ package console
 
 import (
 	"context"
-	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/partition"
 )
 
-// Source is what the console reads and changes in one database's table set: the operator operations of
-// *postbox.Client, whose documentation says what each does. FromClient makes one from a client of any
-// transaction type; the interface exists because the client is generic and the console serves several databases
-// at once. Calls that change data take the operator's name as actor.
-type Source interface {
-	Overview(ctx context.Context, limit int64) (postbox.Overview, error)
-	MigrationStatus(ctx context.Context) ([]postbox.MigrationState, error)
-
-	ListDead(ctx context.Context, f postbox.DeadFilter) ([]postbox.Record, error)
-	CountDead(ctx context.Context, f postbox.DeadFilter, limit int64) (postbox.Count, error)
-	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
-	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
-
-	FindMessage(ctx context.Context, id string) (postbox.Record, error)
-	FindByKey(ctx context.Context, key string, limit int) ([]postbox.Record, error)
-
-	CountReplay(ctx context.Context, f postbox.ReplayFilter, limit int64) (postbox.Count, error)
-	ReplayPublished(ctx context.Context, f postbox.ReplayFilter, actor string) (int64, error)
-	// ResendEdited enqueues m as a new message, in a transaction of its own, naming originalID in the header
-	// postbox.HeaderReplayOf.
-	ResendEdited(ctx context.Context, originalID string, m postbox.Message, actor string) (string, error)
-
-	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
-	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
-
-	InboxConsumers(ctx context.Context) ([]string, error)
-	InboxView(ctx context.Context, consumer string, since time.Time, limit int) (postbox.InboxView, error)
-	RetryInbox(ctx context.Context, consumer, messageID, actor string) (bool, error)
-}
+// Source is what the console reads and changes in one database's table set: postbox.Operator, the operator
+// operations every *postbox.Client has whatever its transaction type, which is why the console can serve several
+// databases at once. Calls that change data take the operator's name as actor. FromClient makes one.
+type Source = postbox.Operator
 
 // Database is one named source the console shows.
 type Database struct {
