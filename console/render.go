@@ -46,9 +46,15 @@ func basePath(r *http.Request) string {
 	return strings.TrimSuffix(p[:len(p)-len(inner)], "/")
 }
 
-func (c *Console) pageFor(w http.ResponseWriter, r *http.Request, title string, data any) page {
-	return page{Base: basePath(r), Title: title, Path: r.URL.Path, Who: c.who(r), CanLogIn: c.canLogIn(),
-		ReadOnly: c.cfg.ReadOnly, CSRF: c.csrfToken(w, r), Flash: c.takeFlash(w, r), Databases: c.names, Data: data}
+// pageFor gathers what a template needs. Only a whole page takes the flash message: a fragment the overview
+// fetches in the background would consume it unseen.
+func (c *Console) pageFor(w http.ResponseWriter, r *http.Request, title string, data any, whole bool) page {
+	p := page{Base: basePath(r), Title: title, Path: r.URL.Path, Who: c.who(r), CanLogIn: c.canLogIn(),
+		ReadOnly: c.cfg.ReadOnly, CSRF: c.csrfToken(w, r), Databases: c.names, Data: data}
+	if whole {
+		p.Flash = c.takeFlash(w, r)
+	}
+	return p
 }
 
 // render writes a page through its template. It renders to a buffer first, so that a template error becomes a
@@ -58,7 +64,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 }
 
 func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, name, entry, title string, data any) {
-	p := c.pageFor(w, r, title, data)
+	p := c.pageFor(w, r, title, data, entry == "layout")
 	var buf bytes.Buffer
 	if err := c.pages[name].ExecuteTemplate(&buf, entry, p); err != nil {
 		c.cfg.Logger.Error("console: render", "page", name, "err", err)
