@@ -127,8 +127,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if who == "" {
 		c.logins.fail(time.Now())
 		c.cfg.Logger.Warn("console login refused", "remote", r.RemoteAddr)
-		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, "login", "Log in", loginData{Next: next, Error: "Those credentials are not valid."})
+		c.renderStatus(w, r, http.StatusUnauthorized, "login", "Log in", loginData{Next: next, Error: "Those credentials are not valid."})
 		return
 	}
 	exp := time.Now().Add(c.cfg.SessionTTL).Unix()

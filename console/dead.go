@@ -80,15 +80,15 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		f.Limit, f.After = c.cfg.PageSize+1, q.Cursor
 		d.Recs, err = src.ListDead(r.Context(), f)
 	}
+	status := http.StatusOK
 	if err != nil {
-		d.Err = err.Error()
-		w.WriteHeader(statusOf(err))
+		d.Err, status = err.Error(), statusOf(err)
 	}
 	if len(d.Recs) > c.cfg.PageSize {
 		d.Recs, d.More = d.Recs[:c.cfg.PageSize], true
 		d.Next = d.Recs[len(d.Recs)-1].ID
 	}
-	c.render(w, r, "dead", "Dead letters", d)
+	c.renderStatus(w, r, status, "dead", "Dead letters", d)
 }
 
 // statusOf is the HTTP status of a database error: 400 for a refused filter, else 500.

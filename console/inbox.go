@@ -51,11 +51,11 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Chart = chart("inbox claims per minute", []series{processed, failed}, since, time.Now())
 	}
+	status := http.StatusOK
 	if err != nil {
-		d.Err = err.Error()
-		w.WriteHeader(statusOf(err))
+		d.Err, status = err.Error(), statusOf(err)
 	}
-	c.render(w, r, "inbox", "Inbox", d)
+	c.renderStatus(w, r, status, "inbox", "Inbox", d)
 }
 
 // inboxRetry forgets a given-up message's failures, so that its next delivery runs the handler again.

@@ -92,7 +92,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 
 // overviewLive is the overview's live part alone, which the page fetches again every SampleInterval.
 func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
-	c.renderTemplate(w, r, "overview", "live", "Overview", c.overviewData(r))
+	c.renderTemplate(w, r, http.StatusOK, "overview", "live", "Overview", c.overviewData(r))
 }
 
 // overviewJSON is the overview's figures as JSON, for scripts and dashboards.

@@ -60,10 +60,16 @@ func (c *Console) pageFor(w http.ResponseWriter, r *http.Request, title string, 
 // render writes a page through its template. It renders to a buffer first, so that a template error becomes a
 // 500 rather than half a page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
-	c.renderTemplate(w, r, name, "layout", title, data)
+	c.renderTemplate(w, r, http.StatusOK, name, "layout", title, data)
 }
 
-func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, name, entry, title string, data any) {
+// renderStatus is render with another status than 200.
+func (c *Console) renderStatus(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	c.renderTemplate(w, r, status, name, "layout", title, data)
+}
+
+// renderTemplate writes the headers (and the cookies the page sets) before the status, which ends them.
+func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, status int, name, entry, title string, data any) {
 	p := c.pageFor(w, r, title, data, entry == "layout")
 	var buf bytes.Buffer
 	if err := c.pages[name].ExecuteTemplate(&buf, entry, p); err != nil {
@@ -72,13 +78,13 @@ func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, name, e
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
 	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
 }
 
 // refuse answers with a page explaining why a request was not carried out.
 func (c *Console) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	w.WriteHeader(status)
-	c.render(w, r, "error", http.StatusText(status), errorData{Status: status, Message: msg})
+	c.renderStatus(w, r, status, "error", http.StatusText(status), errorData{Status: status, Message: msg})
 }
 
 type errorData struct {

@@ -41,18 +41,14 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 		n, err = src.CountReplay(r.Context(), f, c.cfg.CountLimit)
 		d.Count = &n
 	}
+	status, msg := http.StatusOK, ""
 	if err != nil {
-		w.WriteHeader(statusOf(err))
-		c.render(w, r, "replay", "Replay", struct {
-			replayData
-			Err string
-		}{d, err.Error()})
-		return
+		status, msg = statusOf(err), err.Error()
 	}
-	c.render(w, r, "replay", "Replay", struct {
+	c.renderStatus(w, r, status, "replay", "Replay", struct {
 		replayData
 		Err string
-	}{d, ""})
+	}{d, msg})
 }
 
 // replayDo makes the kept published messages of a topic and time range pending again, with their IDs.
