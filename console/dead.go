@@ -22,12 +22,13 @@ import (
 // deadQuery is the dead-letter list's filter, as the form and the URL carry it.
 type deadQuery struct {
 	DB, Topic, Type, Key, Error, From, To, Cursor string
+	Newest                                        bool // list newest first
 }
 
 func readDeadQuery(r *http.Request, db string) deadQuery {
 	v := func(k string) string { return strings.TrimSpace(r.FormValue(k)) }
 	return deadQuery{DB: db, Topic: v("topic"), Type: v("type"), Key: v("key"), Error: v("error"), From: v("from"),
-		To: v("to"), Cursor: v("cursor")}
+		To: v("to"), Cursor: v("cursor"), Newest: v("order") == "newest"}
 }
 
 // Values returns the query as URL parameters, without the cursor.
@@ -38,6 +39,9 @@ func (q deadQuery) Values() url.Values {
 		if s != "" {
 			v.Set(k, s)
 		}
+	}
+	if q.Newest {
+		v.Set("order", "newest")
 	}
 	return v
 }
@@ -77,7 +81,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	d := deadListData{Query: q}
 	f, err := deadFilter(q, "")
 	if err == nil {
-		f.Limit, f.After = c.cfg.PageSize+1, q.Cursor
+		f.Limit, f.After, f.Newest = c.cfg.PageSize+1, q.Cursor, q.Newest
 		d.Recs, err = src.ListDead(r.Context(), f)
 	}
 	status := http.StatusOK

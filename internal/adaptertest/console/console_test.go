@@ -90,10 +90,14 @@ func TestPurgeByFilter(t *testing.T) {
 	e.relay()
 	e.enqueue(msgs(5, payments, "payment.captured")...)
 	e.enqueue(msgs(3, other, "shipment.sent")...)
-	e.dead(payments, 5)
+	recs := e.dead(payments, 5)
 	e.dead(other, 3)
 
 	e.login()
+	e.open("/dead?order=newest&topic=" + payments)
+	if first := eval[string](e, `document.querySelector("table.dead tbody tr[data-id]").dataset.id`); first != recs[len(recs)-1].ID {
+		t.Errorf("newest first lists %s first, want %s", first, recs[len(recs)-1].ID)
+	}
 	e.open("/dead?topic=" + payments)
 	e.click("#purge-filter")
 	e.waitText("#confirm-count", "This will purge 5 dead message(s)")
