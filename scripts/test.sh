@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/services.sh
+scripts/chromium.sh
 
 if [ -n "$(gofmt -l .)" ]; then
 	echo "gofmt would change:" >&2

@@ -45,7 +45,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{relayCommand, migrateCommand, sendCommand, statusCommand, deadCommand,
-		topicsCommand, cleanupCommand, partitionsCommand, walCommand, versionCommand}
+		topicsCommand, cleanupCommand, partitionsCommand, walCommand, consoleCommand, versionCommand}
 }
 
 func lookup(name string) *command {

@@ -1,0 +1,151 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox"
+)
+
+// overviewDB is one database on the overview.
+type overviewDB struct {
+	Name   string
+	Err    string
+	At     time.Time
+	Ov     postbox.Overview
+	Rate   float64 // published per second at the last sample, -1 when unknown
+	Relays relayFigures
+	Charts []template.HTML
+	Paused map[string]postbox.PausedTopic // by topic
+}
+
+type overviewData struct {
+	DBs      []overviewDB
+	Interval int // milliseconds between the page's refreshes
+}
+
+func (c *Console) overviewData(r *http.Request) overviewData {
+	dbs := make([]overviewDB, len(c.names))
+	var wg sync.WaitGroup
+	for i, name := range c.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := c.current(r.Context(), name)
+			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Relays: s.Relays, Charts: c.charts(name),
+				Paused: map[string]postbox.PausedTopic{}}
+			for _, p := range s.Ov.Paused {
+				dbs[i].Paused[p.Topic] = p
+			}
+		}()
+	}
+	wg.Wait()
+	return overviewData{DBs: dbs, Interval: int(c.cfg.SampleInterval / time.Millisecond)}
+}
+
+// charts draws a database's recent history: messages waiting (pending and dead), the publish rate when relays
+// report to the console or keep published messages, and the enqueue-to-publish latency when relays report.
+func (c *Console) charts(name string) []template.HTML {
+	ss := c.hist.samples(name)
+	if len(ss) < 2 {
+		return nil
+	}
+	now := time.Now()
+	from := now.Add(-c.cfg.History)
+	pending := series{Name: "pending", Class: "s-ready"}
+	dead := series{Name: "dead", Class: "s-dead"}
+	published := series{Name: "published / s", Class: "s-published"}
+	p50 := series{Name: "latency p50 (ms)", Class: "s-published"}
+	p95 := series{Name: "latency p95 (ms)", Class: "s-latency"}
+	for _, s := range ss {
+		if s.Err != "" {
+			continue
+		}
+		pending.Points = append(pending.Points, point{s.At, float64(s.Ov.Pending.N)})
+		dead.Points = append(dead.Points, point{s.At, float64(s.Ov.Dead.N)})
+		if s.Rate >= 0 {
+			published.Points = append(published.Points, point{s.At, s.Rate})
+		}
+		if s.Relays.P95 > 0 {
+			p50.Points = append(p50.Points, point{s.At, float64(s.Relays.P50) / float64(time.Millisecond)})
+			p95.Points = append(p95.Points, point{s.At, float64(s.Relays.P95) / float64(time.Millisecond)})
+		}
+	}
+	out := []template.HTML{chart("messages waiting", []series{pending, dead}, from, now)}
+	if len(published.Points) > 1 {
+		out = append(out, chart("published per second", []series{published}, from, now))
+	}
+	if len(p95.Points) > 0 {
+		out = append(out, chart("enqueue-to-publish latency", []series{p50, p95}, from, now))
+	}
+	return out
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "overview", "Overview", c.overviewData(r))
+}
+
+// overviewLive is the overview's live part alone, which the page fetches again every SampleInterval.
+func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
+	c.renderTemplate(w, r, http.StatusOK, "overview", "live", "Overview", c.overviewData(r))
+}
+
+// overviewJSON is the overview's figures as JSON, for scripts and dashboards.
+func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
+	type topic struct {
+		Topic   string `json:"topic"`
+		Pending int64  `json:"pending"`
+		Dead    int64  `json:"dead"`
+		Paused  bool   `json:"paused"`
+	}
+	type count struct {
+		N    int64 `json:"n"`
+		More bool  `json:"more,omitempty"`
+	}
+	type db struct {
+		Name               string    `json:"name"`
+		At                 time.Time `json:"at"`
+		Error              string    `json:"error,omitempty"`
+		Pending            count     `json:"pending"`
+		Dead               count     `json:"dead"`
+		Published          count     `json:"published"`
+		PublishedPerSecond *float64  `json:"published_per_second,omitempty"`
+		OldestReadySeconds *float64  `json:"oldest_ready_seconds,omitempty"`
+		LatencyP50Seconds  *float64  `json:"latency_p50_seconds,omitempty"`
+		LatencyP95Seconds  *float64  `json:"latency_p95_seconds,omitempty"`
+		Relays             []string  `json:"relays,omitempty"`
+		Topics             []topic   `json:"topics"`
+	}
+	d := c.overviewData(r)
+	out := make([]db, len(d.DBs))
+	for i, o := range d.DBs {
+		out[i] = db{Name: o.Name, At: o.At, Error: o.Err, Topics: []topic{},
+			Pending: count(o.Ov.Pending), Dead: count(o.Ov.Dead), Published: count(o.Ov.Published)}
+		if o.Rate >= 0 {
+			out[i].PublishedPerSecond = &o.Rate
+		}
+		if !o.Ov.OldestReady.IsZero() {
+			age := time.Since(o.Ov.OldestReady).Seconds()
+			out[i].OldestReadySeconds = &age
+		}
+		if o.Relays.P95 > 0 {
+			p50, p95 := o.Relays.P50.Seconds(), o.Relays.P95.Seconds()
+			out[i].LatencyP50Seconds, out[i].LatencyP95Seconds = &p50, &p95
+		}
+		for _, r := range o.Relays.Relays {
+			out[i].Relays = append(out[i].Relays, r.Name)
+		}
+		for _, t := range o.Ov.Topics {
+			out[i].Topics = append(out[i].Topics, topic(t))
+		}
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(map[string]any{"databases": out})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
+}

@@ -1,0 +1,40 @@
+package console
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// topicAct pauses or resumes a topic: relays hold its messages back while it is paused.
+func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
+	return func(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
+		name, src, err := c.source(r)
+		if err != nil {
+			c.refuse(w, r, http.StatusNotFound, err.Error())
+			return
+		}
+		topic := strings.TrimSpace(r.PostFormValue("topic"))
+		verb, did := "resume", "Resumed"
+		var changed bool
+		if pause {
+			verb, did = "pause", "Paused"
+			changed, err = src.PauseTopic(r.Context(), topic, who)
+		} else {
+			changed, err = src.ResumeTopic(r.Context(), topic, who)
+		}
+		if err != nil {
+			log.Warn("console: "+verb+" topic failed", "db", name, "topic", topic, "err", err)
+			c.refuse(w, r, statusOf(err), err.Error())
+			return
+		}
+		log.Info("console: "+verb+" topic", "db", name, "topic", topic, "changed", changed)
+		msg := fmt.Sprintf("%s topic %s in %s.", did, topic, name)
+		if !changed {
+			msg = fmt.Sprintf("Topic %s in %s was already %sd.", topic, name, verb)
+		}
+		c.flash(w, r, msg)
+		http.Redirect(w, r, basePath(r)+"/", http.StatusSeeOther)
+	}
+}

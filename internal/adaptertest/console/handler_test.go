@@ -1,0 +1,291 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/console"
+	"github.com/postbox-go/postbox/driver/drivertest"
+	"github.com/postbox-go/postbox/driver/pgxv5"
+)
+
+// handlerEnv serves a console over fresh tables, without a browser.
+func handlerEnv(t *testing.T, cfg console.Config) (*httptest.Server, *postbox.Client[pgxTx]) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	logger, _ := testLogger(t)
+	tables := drivertest.Tables(nil)
+	tables.Logger = logger
+	client := drivertest.Client(t, pgxv5.New(pool), tables)
+	cfg.Databases = []console.Database{{Name: "main", Source: console.FromClient(client)}}
+	cfg.Logger = logger
+	con, err := console.New(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/postbox/", http.StripPrefix("/ops/postbox", con))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, client
+}
+
+// session is a browser-like client: cookies, and the CSRF token of the last page.
+type session struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+	csrf string
+}
+
+func newSession(t *testing.T, base string) *session {
+	jar, _ := cookiejar.New(nil)
+	return &session{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+func (s *session) get(path string) (*http.Response, string) {
+	s.t.Helper()
+	resp, err := s.c.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b); m != nil {
+		s.csrf = string(m[1])
+	}
+	return resp, string(b)
+}
+
+func (s *session) post(path string, form url.Values) *http.Response {
+	s.t.Helper()
+	resp, err := s.c.PostForm(s.base+path, form)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func (s *session) login(token string) *http.Response {
+	s.get("/login")
+	return s.post("/login", url.Values{"csrf": {s.csrf}, "token": {token}, "next": {"/"}})
+}
+
+// TestHandlerSecurityHeaders: every page forbids framing, inline scripts and caching.
+func TestHandlerSecurityHeaders(t *testing.T) {
+	srv, _ := handlerEnv(t, console.Config{Token: token})
+	s := newSession(t, srv.URL+"/ops/postbox")
+	for _, path := range []string{"/", "/dead", "/find", "/replay", "/inbox", "/schema", "/login", "/api/overview"} {
+		resp, _ := s.get(path)
+		h := resp.Header
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s", path, resp.Status)
+		}
+		csp := h.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+		if h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: headers %v", path, h)
+		}
+	}
+}
+
+// TestHandlerMountedUnderPrefix: under http.StripPrefix the links and cookies follow the prefix.
+func TestHandlerMountedUnderPrefix(t *testing.T) {
+	srv, _ := handlerEnv(t, console.Config{Token: token})
+	s := newSession(t, srv.URL+"/ops/postbox")
+	resp, page := s.get("/dead")
+	for _, want := range []string{`href="/ops/postbox/assets/console.css"`, `action="/ops/postbox/dead"`, `href="/ops/postbox/find"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	for _, c := range resp.Cookies() {
+		if c.Path != "/ops/postbox/" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("cookie %s: path %q, HttpOnly %v, SameSite %v", c.Name, c.Path, c.HttpOnly, c.SameSite)
+		}
+	}
+	if resp := s.login(token); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ops/postbox/" {
+		t.Errorf("login: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	if resp, _ := s.get("/assets/console.js"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the script under the prefix: %s", resp.Status)
+	}
+}
+
+// TestHandlerRefusals: a wrong credential, a read-only console and a console without credentials refuse changes.
+func TestHandlerRefusals(t *testing.T) {
+	srv, client := handlerEnv(t, console.Config{User: "ops", Password: "correct horse"})
+	s := newSession(t, srv.URL+"/ops/postbox")
+	s.get("/login")
+	if resp := s.post("/login", url.Values{"csrf": {s.csrf}, "user": {"ops"}, "password": {"wrong"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a wrong password: %s, want 401", resp.Status)
+	}
+	if resp := s.post("/login", url.Values{"user": {"ops"}, "password": {"correct horse"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a login without the CSRF token: %s, want 403", resp.Status)
+	}
+	if resp := s.post("/login", url.Values{"csrf": {s.csrf}, "user": {"ops"}, "password": {"correct horse"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the right password: %s, want 303", resp.Status)
+	}
+	s.get("/")
+	if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("pause when logged in: %s, want 303", resp.Status)
+	}
+	paused, err := client.PausedTopics(context.Background())
+	if err != nil || len(paused) != 1 || paused[0].PausedBy != "ops" {
+		t.Errorf("paused topics %+v, %v; want orders paused by ops", paused, err)
+	}
+
+	for _, cfg := range []console.Config{{Token: token, ReadOnly: true}, {}} {
+		srv, _ := handlerEnv(t, cfg)
+		s := newSession(t, srv.URL+"/ops/postbox")
+		s.login(token)
+		_, page := s.get("/")
+		if strings.Contains(page, "data-pause") || strings.Contains(page, `action="/ops/postbox/topics/`) {
+			t.Errorf("read-only %v, token %q: the overview offers a change", cfg.ReadOnly, cfg.Token)
+		}
+		if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode < 400 {
+			t.Errorf("read-only %v, token %q: pause answered %s", cfg.ReadOnly, cfg.Token, resp.Status)
+		}
+	}
+}
+
+// TestHandlerOverviewJSON: the JSON endpoint reports what waits.
+func TestHandlerOverviewJSON(t *testing.T) {
+	srv, client := handlerEnv(t, console.Config{})
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) error {
+		return client.EnqueueBatch(ctx, tx, msgs(7, "orders", "order.created"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + "/ops/postbox/api/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Databases []struct {
+			Name    string
+			Pending struct{ N int64 }
+			Topics  []struct {
+				Topic   string
+				Pending int64
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Databases) != 1 || out.Databases[0].Pending.N != 7 || len(out.Databases[0].Topics) != 1 || out.Databases[0].Topics[0].Pending != 7 {
+		t.Errorf("overview JSON %+v, want main with 7 pending on orders", out)
+	}
+}
+
+// TestConfigRefused: a configuration that cannot work is refused with what to change.
+func TestConfigRefused(t *testing.T) {
+	for _, c := range []struct {
+		cfg  console.Config
+		want string
+	}{
+		{console.Config{}, "no database"},
+		{console.Config{Databases: []console.Database{{Name: "a"}}}, "console.FromClient"},
+		{console.Config{Databases: []console.Database{{Name: "a", Source: unusedSource{}}, {Name: "a", Source: unusedSource{}}}}, `two databases are named "a"`},
+		{console.Config{Databases: []console.Database{{Name: "a", Source: unusedSource{}}}, User: "ops"}, "both User and Password"},
+	} {
+		_, err := console.New(&c.cfg)
+		if !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): %v, want ErrInvalidConfig with %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// unusedSource is a Source New never calls: it only checks the configuration.
+type unusedSource struct{ console.Source }
+
+// TestHandlerKeySearchCut: a search by key that runs out of time says so and offers the whole table; an ID is
+// found through the primary key whatever the budget.
+func TestHandlerKeySearchCut(t *testing.T) {
+	srv, client := handlerEnv(t, console.Config{KeySearchTimeout: time.Nanosecond})
+	var id string
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) (err error) {
+		id, err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Key: "customer-9", Payload: []byte("{}")})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, srv.URL+"/ops/postbox")
+	if _, page := s.get("/find?q=customer-9"); !strings.Contains(page, "stopped early") || !strings.Contains(page, "whole=1") {
+		t.Errorf("a cut key search does not say so:\n%s", page)
+	}
+	if _, page := s.get("/find?q=customer-9&whole=1"); !strings.Contains(page, id) {
+		t.Errorf("the whole-table search does not find %s", id)
+	}
+	if _, page := s.get("/find?q=" + id); !strings.Contains(page, id) || strings.Contains(page, "stopped early") {
+		t.Errorf("the ID is not found by its primary key:\n%s", page)
+	}
+}
+
+// TestHandlerLoginLimit: after twenty failed logins in a minute, even the right token is refused for the rest of
+// it.
+func TestHandlerLoginLimit(t *testing.T) {
+	srv, _ := handlerEnv(t, console.Config{Token: token})
+	s := newSession(t, srv.URL+"/ops/postbox")
+	for i := range 20 {
+		if resp := s.login("guess"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %s, want 401", i+1, resp.Status)
+		}
+	}
+	if resp := s.login(token); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a login after 20 failures: %s, want 429", resp.Status)
+	}
+}
+
+// TestHandlerRedactsSecrets: a configured secret never reaches a page, even when a message carries it.
+func TestHandlerRedactsSecrets(t *testing.T) {
+	const secret = `pa<ss"w0rd`
+	srv, client := handlerEnv(t, console.Config{Token: token, Secrets: []string{secret}})
+	var id string
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) (err error) {
+		id, err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Key: secret,
+			Payload: []byte(`{"password":"pa<ss\"w0rd"}`), Headers: map[string]string{"x-token": token}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, srv.URL+"/ops/postbox")
+	for _, path := range []string{"/find?q=" + id, "/find?q=" + url.QueryEscape(secret) + "&whole=1", "/api/overview"} {
+		_, page := s.get(path)
+		for _, form := range []string{secret, "pa&lt;ss&#34;w0rd", `pa\u003css\"w0rd`, token} {
+			if strings.Contains(page, form) {
+				t.Errorf("%s shows the secret as %s", path, form)
+			}
+		}
+		if path != "/api/overview" && !strings.Contains(page, "xxxxx") {
+			t.Errorf("%s shows no redaction:\n%s", path, page)
+		}
+	}
+}
