@@ -10,6 +10,8 @@
 //	latency     commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends
 //	ordered     the relay in ordered mode over many keys against the unordered relay
 //	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
+//	latency-load  latency from each event's scheduled send time to its publish at 5,000 and 10,000 events/s
+//	xmin        a relay fed at a steady rate while a transaction holds back the xmin horizon, against none
 //
 // Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
 // command (bench/cmd/postbox-bench) runs the scenarios; Run is the same thing for programs that embed it.
@@ -48,6 +50,7 @@ const (
 	DefaultPayload     = 256
 	DefaultIdleWindow  = 5 * time.Second
 	DefaultTopic       = "postbox-bench.orders"
+	DefaultXminHold    = 5 * time.Minute
 )
 
 // Options configure a run. The zero value is valid: every field has a default.
@@ -64,7 +67,7 @@ type Options struct {
 	NATSURL string
 	// Events is the backlog the relay scenarios drain. Default: DefaultEvents (200,000).
 	Events int
-	// Rate is the events per second the latency scenario's producers commit. Default: DefaultRate (1,000).
+	// Rate is the events per second the latency and xmin scenarios' producers commit. Default: DefaultRate (1,000).
 	Rate int
 	// Duration is how long each timed phase runs (enqueue, notify, latency). Default: DefaultDuration (6s).
 	Duration time.Duration
@@ -85,6 +88,9 @@ type Options struct {
 	Workers   int
 	// IdleWindow is how long the latency scenario watches an idle relay. Default: DefaultIdleWindow (5s).
 	IdleWindow time.Duration
+	// XminHold is how long the xmin scenario holds the xmin horizon back, and how long it produces without.
+	// Default: DefaultXminHold (5 minutes).
+	XminHold time.Duration
 	// NotifyInterval and RecheckDelay configure every client and relay; zero means Postbox's defaults. A negative
 	// NotifyInterval turns notifications off.
 	NotifyInterval time.Duration
@@ -128,6 +134,9 @@ func (o Options) WithDefaults() Options {
 	if o.IdleWindow == 0 {
 		o.IdleWindow = DefaultIdleWindow
 	}
+	if o.XminHold == 0 {
+		o.XminHold = DefaultXminHold
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -147,8 +156,8 @@ func (o Options) Validate() error {
 			return fmt.Errorf("bench: %s is %d; use a positive number or 0 for the default", v.name, v.n)
 		}
 	}
-	if o.Duration < 0 || o.IdleWindow < 0 || o.RecheckDelay < 0 {
-		return errors.New("bench: Duration, IdleWindow and RecheckDelay must not be negative")
+	if o.Duration < 0 || o.IdleWindow < 0 || o.RecheckDelay < 0 || o.XminHold < 0 {
+		return errors.New("bench: Duration, IdleWindow, RecheckDelay and XminHold must not be negative")
 	}
 	if o.PayloadBytes < 32 {
 		return fmt.Errorf("bench: PayloadBytes is %d; use at least 32 so that the payload holds its sequence number", o.PayloadBytes)
@@ -158,7 +167,7 @@ func (o Options) Validate() error {
 
 // Scenarios lists the scenarios in the order "all" runs them.
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox"}
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "latency-load", "xmin"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -179,6 +188,10 @@ func Describe(scenario string) string {
 		return "the relay in ordered mode over many keys against the unordered relay"
 	case "inbox":
 		return "Process (inbox claim and handler in one transaction) against the handler in a plain transaction"
+	case "latency-load":
+		return "latency from each event's scheduled send time to its publish, at 5,000 and 10,000 events/s"
+	case "xmin":
+		return "a relay fed at a steady rate while a transaction holds back the xmin horizon, against none"
 	}
 	return ""
 }
@@ -221,6 +234,9 @@ func Run(ctx context.Context, scenario string, opts Options, out io.Writer) erro
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", name, err)
 			}
+			if res.Skipped == "" {
+				res.Extra["load_avg"] = loadAvg()
+			}
 			runs = append(runs, res)
 			if o.Runs > 1 {
 				o.Logger.Info("run finished", "scenario", name, "events_per_s", res.EventsPerS, "baseline_per_s", res.BaselinePerS, "ratio", res.Ratio)
@@ -251,6 +267,10 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 		return benchOrdered(ctx, t, o)
 	case "inbox":
 		return benchInbox(ctx, t, o)
+	case "latency-load":
+		return benchLatencyLoad(ctx, t, o)
+	case "xmin":
+		return benchXmin(ctx, t, o)
 	}
 	return Result{}, fmt.Errorf("no scenario %q", name)
 }

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.StringVar(&bo.driver, "driver", "", "client library for PostgreSQL: "+bench.DBPgxV5+" (default) or "+bench.DBDatabaseSQL)
 	f.StringVar(&o.NATSURL, "broker", bench.DefaultNATSURL, "NATS server with JetStream, for relay-nats")
 	f.IntVar(&o.Events, "backlog", bench.DefaultEvents, "events the relay scenarios drain")
-	f.IntVar(&o.Rate, "rate", bench.DefaultRate, "events per second the latency scenario commits")
+	f.IntVar(&o.Rate, "rate", bench.DefaultRate, "events per second the latency and xmin scenarios commit")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each timed phase (enqueue, notify, latency, inbox)")
 	f.IntVar(&o.Clients, "clients", bench.DefaultClients, "concurrent producers in the enqueue scenario")
 	f.IntVar(&o.NotifyClients, "notify-clients", 32, "concurrent producers in the notify scenario")
@@ -111,6 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.IntVar(&o.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one relay claim takes")
 	f.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("relay workers (default %d, or 1 in ordered mode)", postbox.DefaultWorkers))
 	f.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultIdleWindow, "how long the latency scenario watches an idle relay")
+	f.DurationVar(&o.XminHold, "xmin-hold", bench.DefaultXminHold, "how long the xmin scenario holds the xmin horizon back, and produces without")
 	f.DurationVar(&o.NotifyInterval, "notify-interval", 0,
 		fmt.Sprintf("clients' wake-up NotifyInterval (default %s); negative turns wake-ups off", postbox.DefaultNotifyInterval))
 	f.DurationVar(&o.RecheckDelay, "recheck-delay", 0, fmt.Sprintf("relays' RecheckDelay (default %s)", postbox.DefaultRecheckDelay))
@@ -253,7 +254,7 @@ func (bo *benchOptions) resolve() error {
 var benchFlagNames = strings.NewReplacer("NotifyClients", "--notify-clients", "Events", "--backlog", "Rate", "--rate",
 	"Clients", "--clients", "Keys", "--keys", "PayloadBytes", "--payload-bytes", "BatchSize", "--batch-size",
 	"Workers", "--workers", "Runs", "--runs", "Duration", "--duration", "IdleWindow", "--idle-window",
-	"RecheckDelay", "--recheck-delay")
+	"RecheckDelay", "--recheck-delay", "XminHold", "--xmin-hold")
 
 // benchScenarios returns the scenarios named on the command line, all of them when none is, and refuses an
 // unknown name before any runs.
