@@ -162,21 +162,22 @@ type outboxStats struct {
 	deadTuples   int64 // pg_stat_user_tables.n_dead_tup
 	indexBytes   int64 // every index of the table
 	indexEntries int64 // every index's entries, live or dead (pgstattuple); -1 without the extension
+	indexKilled  int64 // the entries of those that scans have marked dead, which no later scan follows; -1 likewise
 }
 
 // outboxFigures reads table's figures. The statistics collector hears of a backend's work within a second or
 // so, which it waits for first.
 func outboxFigures(ctx context.Context, conn *pgx.Conn, table string, pgstattuple bool) (outboxStats, error) {
 	pause(ctx, 1500*time.Millisecond)
-	s := outboxStats{indexEntries: -1}
+	s := outboxStats{indexEntries: -1, indexKilled: -1}
 	err := conn.QueryRow(ctx, "SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = $1::regclass), 0),"+
 		" (SELECT coalesce(sum(pg_relation_size(indexrelid)), 0)::bigint FROM pg_index WHERE indrelid = $1::regclass)",
 		table).Scan(&s.deadTuples, &s.indexBytes)
 	if err != nil || !pgstattuple {
 		return s, err
 	}
-	err = conn.QueryRow(ctx, "SELECT coalesce(sum(s.tuple_count + s.dead_tuple_count), 0)::bigint"+
-		" FROM pg_index AS i, LATERAL pgstattuple(i.indexrelid) AS s WHERE i.indrelid = $1::regclass", table).Scan(&s.indexEntries)
+	err = conn.QueryRow(ctx, "SELECT coalesce(sum(s.tuple_count + s.dead_tuple_count), 0)::bigint, coalesce(sum(s.dead_tuple_count), 0)::bigint"+
+		" FROM pg_index AS i, LATERAL pgstattuple(i.indexrelid) AS s WHERE i.indrelid = $1::regclass", table).Scan(&s.indexEntries, &s.indexKilled)
 	return s, err
 }
 
@@ -185,4 +186,5 @@ func (s outboxStats) put(extra map[string]float64, prefix, suffix string) {
 	extra[prefix+"dead_tup"+suffix] = float64(s.deadTuples)
 	extra[prefix+"index_mib"+suffix] = float64(s.indexBytes) / (1 << 20)
 	extra[prefix+"index_entries"+suffix] = float64(s.indexEntries)
+	extra[prefix+"index_killed"+suffix] = float64(s.indexKilled)
 }
