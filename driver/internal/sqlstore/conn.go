@@ -104,4 +104,10 @@ type PipelinedTx interface {
 	Tx
 	// ExecCommit runs a statement and commits, in one round trip. On error it rolls the transaction back.
 	ExecCommit(ctx context.Context, query string, args ...any) error
+	// ExecCommitBeginQuery runs stmt (none when it is ""), commits, begins the next transaction and runs query in
+	// it, calling row for each result row, in one round trip. commitErr is the error of stmt or COMMIT; the
+	// transaction is then rolled back and nothing more ran. queryErr is the error of the next transaction, which
+	// is then ended; next is nil.
+	ExecCommitBeginQuery(ctx context.Context, stmt string, stmtArgs []any, query string, args []any,
+		row func(scan func(dest ...any) error) error) (next PipelinedTx, commitErr, queryErr error)
 }
