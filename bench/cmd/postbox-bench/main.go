@@ -52,7 +52,8 @@ with JetStream for relay-nats; the bench makes a stream for --topic and deletes 
 
 Each result is one line, or with --json one object with scenario, db, events_per_s (Postbox), baseline_per_s,
 ratio (events_per_s / baseline_per_s; with --runs the median of each run's ratio), p50_ms, p99_ms, max_ms and
-idle_queries_per_s for latency, and the scenario's other figures. Progress is logged at the info level. SIGINT
+idle_queries_per_s for latency, the scenario's other figures, and load_avg (the machine's one-minute load
+average at the end of the run). xmin runs for twice --xmin-hold. Progress is logged at the info level. SIGINT
 stops the run: the scenario under way cleans up and the command exits 1; the results printed so far stand.
 docs/PERFORMANCE.md has figures and how to read them.
 
@@ -194,7 +195,7 @@ func benchScenarioList() string {
 	for _, s := range bench.Scenarios() {
 		fmt.Fprintf(&b, "  %-11s %s\n", s, bench.Describe(s))
 	}
-	fmt.Fprintf(&b, "  %-11s %s", "all", "every scenario above, in this order (the default)")
+	fmt.Fprintf(&b, "  %-11s %s", "all", "every scenario above but xmin, in this order (the default)")
 	return b.String()
 }
 

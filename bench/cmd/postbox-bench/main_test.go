@@ -149,14 +149,14 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, or all`},
+		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, latency-load, xmin, or all`},
 		{[]string{"--db", "mysql://root@127.0.0.1:3306/test"}, "the bench measures PostgreSQL"},
 		{[]string{"--driver", "jdbc"}, `--driver "jdbc": use pgxv5 or databasesql`},
 		{[]string{"--db", "sqlite:bench.db", "--driver", "pgxv5"}, "SQLite is measured through databasesql only"},
 		{[]string{"--db", "sqlite:bench.db?_pragma=foreign_keys(1)"}, "give only the file, sqlite:bench.db"},
 		{[]string{"--broker", "kafka://u:kafka-secret@127.0.0.1:9092"}, "the bench publishes to NATS only"},
 		{[]string{"--backlog", "-1"}, "--backlog is -1; use a positive number"},
-		{[]string{"--idle-window", "-1s"}, "--duration, --idle-window and --recheck-delay must not be negative"},
+		{[]string{"--idle-window", "-1s"}, "--duration, --idle-window, --recheck-delay and --xmin-hold must not be negative"},
 		{[]string{"--payload-bytes", "8"}, "--payload-bytes is 8; use at least 32"},
 	} {
 		// The database is unreachable: a usage error must come before any connection.
