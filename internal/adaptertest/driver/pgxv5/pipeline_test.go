@@ -189,3 +189,64 @@ func TestRelaySettlesAndClaimsInOneRoundTrip(t *testing.T) {
 		t.Fatalf("after draining: %+v, %v; want nothing pending or dead", st, err)
 	}
 }
+
+// A settle refused at COMMIT while it carries the next claim ends the transaction with nothing claimed: the batch
+// is pending again, no connection stays held, and the relay drains everything once the database accepts.
+func TestRelayChainedSettleRefused(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := drivertest.Client(t, pgxv5.New(pool), nil)
+	table := c.Config().Table
+	if _, err := pool.Exec(ctx, `CREATE FUNCTION pbt_refuse_chain() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'settle refused'; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Exec(context.Background(), "DROP FUNCTION pbt_refuse_chain() CASCADE")
+	if _, err := pool.Exec(ctx, `CREATE CONSTRAINT TRIGGER pbt_refuse_chain AFTER DELETE ON "`+table+`"
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pbt_refuse_chain()`); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]postbox.Message, 30)
+	for i := range msgs {
+		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
+	}
+	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+		t.Fatal(err)
+	}
+	rec := &postboxtest.Recorder{}
+	relay, err := postbox.NewRelay(c, rec, &postbox.RelayConfig{BatchSize: 10, Workers: 1, DisableListen: true,
+		PollInterval: 10 * time.Millisecond, RecheckDelay: time.Millisecond, ErrorBackoffBase: time.Millisecond,
+		ErrorBackoffMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for relay.Stats().Errors < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := relay.Stats(); st.Errors < 3 || st.Batches != 0 {
+		t.Fatalf("relay with every settle refused: %+v; want failed settles and none settled", st)
+	}
+	if _, err := pool.Exec(ctx, `DROP TRIGGER pbt_refuse_chain ON "`+table+`"`); err != nil {
+		t.Fatal(err)
+	}
+	ok := rec.WaitDistinct(ctx, len(msgs), 30*time.Second)
+	stop()
+	if err := <-done; err != nil || !ok {
+		t.Fatalf("after the trigger went: %d of %d published (%v)", rec.Distinct(), len(msgs), err)
+	}
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("%d connections still held after the relay stopped", n)
+	}
+	if st, err := c.Stats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("after draining: %+v, %v; want nothing pending", st, err)
+	}
+}
