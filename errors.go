@@ -11,6 +11,8 @@ var (
 	ErrInvalidMessage = errors.New("postbox: invalid message")
 	// ErrInvalidConfig is wrapped by every configuration error.
 	ErrInvalidConfig = errors.New("postbox: invalid config")
+	// ErrNotFound is returned by look-ups of one message that find none, such as FindMessage.
+	ErrNotFound = errors.New("postbox: not found")
 	// ErrLocked is returned by maintenance calls when another instance holds the lock for the same table.
 	ErrLocked = driver.ErrLocked
 )

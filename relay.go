@@ -26,6 +26,7 @@ type Relay struct {
 	stats   relayCounters
 	outage  outage
 	polls   pollGate
+	paused  pausedSet
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's
@@ -37,6 +38,7 @@ type relayClient struct {
 	peeker   driver.Peeker         // nil when the store cannot peek
 	listener driver.Listener       // nil when the driver cannot listen
 	pinger   driver.Pinger         // nil when the driver cannot ping
+	pauser   driver.TopicPauser    // nil when the store cannot pause topics
 	// stats counts pending and dead records per topic, for the line a relay logs when it resumes.
 	stats func(ctx context.Context, now time.Time) ([]driver.TopicStats, error)
 }
@@ -90,6 +92,7 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 	rc.peeker, _ = client.store.(driver.Peeker)
 	rc.listener, _ = client.drv.(driver.Listener)
 	rc.pinger, _ = client.drv.(driver.Pinger)
+	rc.pauser, _ = client.store.(driver.TopicPauser)
 	rc.stats = client.store.Stats
 	if client.cfg.Ordered {
 		var ok bool
@@ -233,7 +236,8 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim) (int, error) {
 	clock := r.client.cfg.Clock
 	params := func() driver.ClaimParams {
-		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished}
+		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished,
+			SkipTopics: r.skipTopics(ctx)}
 	}
 	var claim driver.Claim
 	if chain != nil && *chain != nil {

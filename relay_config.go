@@ -91,6 +91,10 @@ type RelayConfig struct {
 	RecheckDelay time.Duration
 	// Observer, when set, receives the outcome of every batch, for metrics. Default: none.
 	Observer RelayObserver
+	// PausedRefresh is how often the relay reads the paused topics (Client.PauseTopic), which its claims skip: a
+	// pause or resume takes effect within it. The read is one small query per relay, not per claim, so a relay
+	// with nothing paused claims exactly as before. Default: DefaultPausedRefresh (2s).
+	PausedRefresh time.Duration
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
@@ -108,6 +112,7 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.BackoffBase, DefaultBackoffBase)
 	setDefault(&out.BackoffMax, DefaultBackoffMax)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
+	setDefault(&out.PausedRefresh, DefaultPausedRefresh)
 	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
 		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
 	}
@@ -132,7 +137,7 @@ func (c RelayConfig) validate() error {
 		{"PublishTimeout", int64(c.PublishTimeout)}, {"SettleTimeout", int64(c.SettleTimeout)}, {"MaxAttempts", int64(c.MaxAttempts)},
 		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
 		{"RecheckDelay", int64(c.RecheckDelay)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
-		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)},
+		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)}, {"PausedRefresh", int64(c.PausedRefresh)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {

@@ -62,7 +62,7 @@ type Store[TTx any] interface {
 
 	// Stats counts pending and dead records per topic, splitting pending into ready and scheduled as of now.
 	Stats(ctx context.Context, now time.Time) ([]TopicStats, error)
-	// ListDead returns dead records matching f, oldest first.
+	// ListDead returns dead records matching f, oldest first (newest first with f.Newest), after f.After.
 	ListDead(ctx context.Context, f DeadFilter) ([]Record, error)
 	// RetryDead makes dead records matching f pending again, available at now, with attempts reset.
 	RetryDead(ctx context.Context, f DeadFilter, now time.Time) (int64, error)
@@ -109,6 +109,9 @@ type ClaimParams struct {
 	// ones that are not published before it commits: one write per record instead of a lock and a delete. A
 	// rolled-back claim must still leave every record as it was. Stores that cannot do this ignore it.
 	DeletePublished bool
+	// SkipTopics are topics not to claim: the paused topics (see TopicPauser). Stores that implement
+	// TopicPauser honour it; an empty list must cost the claim nothing.
+	SkipTopics []string
 }
 
 // Claim is a batch of records locked by one relay.
@@ -166,16 +169,28 @@ type TopicStats struct {
 	OldestPending time.Time
 }
 
-// DeadFilter selects dead records. An empty filter selects nothing; set All to select every dead record.
+// DeadFilter selects dead records: those that match every field set. An empty filter selects nothing; set All to
+// select every dead record. postbox.DeadFilter documents each field.
 type DeadFilter struct {
 	Topic string
 	IDs   []string
 	All   bool
 	Limit int // for ListDead; 0 means no limit
+
+	Type          string
+	Key           string
+	ErrorContains string    // a substring of last_error, matched literally (no wildcards)
+	FailedFrom    time.Time // available_at >= FailedFrom when set
+	FailedBefore  time.Time // available_at < FailedBefore when set
+	After         string    // keyset cursor for ListDead: records after this ID in the listing's order
+	Newest        bool      // ListDead lists newest first
 }
 
 // Empty reports whether f selects nothing.
-func (f DeadFilter) Empty() bool { return f.Topic == "" && len(f.IDs) == 0 && !f.All }
+func (f DeadFilter) Empty() bool {
+	return f.Topic == "" && len(f.IDs) == 0 && !f.All && f.Type == "" && f.Key == "" && f.ErrorContains == "" &&
+		f.FailedFrom.IsZero() && f.FailedBefore.IsZero()
+}
 
 // Migration is one versioned schema change.
 type Migration struct {

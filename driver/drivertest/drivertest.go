@@ -46,6 +46,7 @@ func Exercise[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]
 	t.Run("Relay", func(t *testing.T) { testRelay(t, newDriver) })
 	t.Run("Failures", func(t *testing.T) { testFailures(t, newDriver) })
 	t.Run("Operations", func(t *testing.T) { testOperations(t, newDriver) })
+	t.Run("Operator", func(t *testing.T) { testOperator(t, newDriver, opts) })
 	t.Run("Stats", func(t *testing.T) { testStats(t, newDriver) })
 	t.Run("ConcurrentRelays", func(t *testing.T) { testConcurrentRelays(t, newDriver) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, newDriver, opts) })

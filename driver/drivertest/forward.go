@@ -14,6 +14,9 @@ import (
 // withStoreOptions returns s, a wrapper of inner, with inner's ordered claims, peeks and notifications.
 func withStoreOptions[TTx any](s driver.Store[TTx], inner driver.Store[TTx]) driver.Store[TTx] {
 	o := optionalStore[TTx]{Store: s, inner: inner}
+	// Stores without them fail the suite's operator tests anyway: every driver of this repository has them.
+	o.Operator, _ = inner.(driver.Operator)
+	o.TopicPauser, _ = inner.(driver.TopicPauser)
 	if _, ok := inner.(driver.Notifier[TTx]); ok {
 		return notifyingStore[TTx]{o}
 	}
@@ -22,6 +25,8 @@ func withStoreOptions[TTx any](s driver.Store[TTx], inner driver.Store[TTx]) dri
 
 type optionalStore[TTx any] struct {
 	driver.Store[TTx]
+	driver.Operator
+	driver.TopicPauser
 	inner driver.Store[TTx]
 }
 

@@ -91,6 +91,24 @@ func ExerciseLeastPrivilege[TTx any](t *testing.T, r Roles[TTx]) {
 	if n, err := maint.PurgeDead(ctx, postbox.DeadFilter{Topic: "poison"}); err != nil || n != 1 {
 		t.Fatalf("PurgeDead as the maintainer: %d, %v", n, err)
 	}
+	if changed, err := maint.PauseTopic(ctx, "orders", "ops"); err != nil || !changed {
+		t.Fatalf("PauseTopic as the maintainer: %v, %v", changed, err)
+	}
+	if p, err := relayC.PausedTopics(ctx); err != nil || len(p) != 1 {
+		t.Fatalf("PausedTopics as the relay: %+v, %v; want orders", p, err)
+	}
+	if changed, err := maint.ResumeTopic(ctx, "orders", "ops"); err != nil || !changed {
+		t.Fatalf("ResumeTopic as the maintainer: %v, %v", changed, err)
+	}
+	if o, err := maint.Overview(ctx, 0); err != nil || o.Pending.N != 0 {
+		t.Fatalf("Overview as the maintainer: %+v, %v", o, err)
+	}
+	if v, err := maint.InboxView(ctx, "billing", time.Time{}, 0); err != nil || len(v.GivenUp) != 1 {
+		t.Fatalf("InboxView as the maintainer: %+v, %v; want the message given up", v, err)
+	}
+	if done, err := maint.RetryInbox(ctx, "billing", msgs[1].ID, "ops"); err != nil || !done {
+		t.Fatalf("RetryInbox as the maintainer: %v, %v", done, err)
+	}
 	if _, err := cleaner(t, maint, &postbox.CleanupConfig{InboxRetention: time.Nanosecond}).RunOnce(ctx); err != nil {
 		t.Fatalf("cleanup of the outbox and inbox as the maintainer: %v", err)
 	}
@@ -123,6 +141,8 @@ func ExerciseLeastPrivilege[TTx any](t *testing.T, r Roles[TTx]) {
 		})
 		denied(name+" enqueuing", err)
 	}
+	_, err = relayC.PauseTopic(ctx, "orders", "relay")
+	denied("the relay pausing a topic", err)
 	_, err = postbox.Process(ctx, relayC, "billing", postbox.Message{ID: postbox.NewID(), Topic: "orders", Type: "x"}, apply)
 	denied("the relay claiming in the inbox", err)
 	_, err = cleaner(t, relayC, &postbox.CleanupConfig{InboxRetention: time.Nanosecond}).RunOnce(ctx)

@@ -19,9 +19,9 @@ import (
 // published record instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
 	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
-		return s.claimWith(ctx, s.deleteClaim, p, true, s.Claim)
+		return s.claimWith(ctx, s.deleteQuery, p, true, s.Claim)
 	}
-	return s.claimWith(ctx, s.claim, p, false, s.Claim)
+	return s.claimWith(ctx, s.lockQuery, p, false, s.Claim)
 }
 
 // ClaimOrdered implements driver.OrderedClaimer with a head-of-line claim: a pending record is claimable when no
@@ -30,12 +30,29 @@ func (s *store[TTx]) ClaimOrdered(ctx context.Context, p driver.ClaimParams, dea
 	again := func(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
 		return s.ClaimOrdered(ctx, p, deadHoldsKey)
 	}
-	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey), p, false, again)
+	query := func(skip int) string { return s.d.claimQuery(s.outbox, true, deadHoldsKey, skip) }
+	return s.claimWith(ctx, query, p, false, again)
 }
 
-// claimWith claims with query, whose arguments are the time and the limit; deleted says the query deletes what it
-// returns, and again is the claim method that called it, which SettleAndClaim calls again when it cannot chain.
-func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.ClaimParams, deleted bool,
+// deleteQuery is the deleting claim skipping skip topics, lockQuery the locking one.
+func (s *store[TTx]) deleteQuery(skip int) string {
+	if skip > 0 {
+		return s.d.(deletingDialect).deleteClaimQuery(s.outbox, skip)
+	}
+	return s.deleteClaim
+}
+
+func (s *store[TTx]) lockQuery(skip int) string {
+	if skip > 0 {
+		return s.d.claimQuery(s.outbox, false, false, skip)
+	}
+	return s.claim
+}
+
+// claimWith claims with query(len(p.SkipTopics)), whose arguments are the time, the limit and the topics to skip
+// (see claimArgs); deleted says the query deletes what it returns, and again is the claim method that called it,
+// which SettleAndClaim calls again when it cannot chain.
+func (s *store[TTx]) claimWith(ctx context.Context, query func(skip int) string, p driver.ClaimParams, deleted bool,
 	again func(context.Context, driver.ClaimParams) (driver.Claim, error)) (driver.Claim, error) {
 	if !s.d.Capabilities().SkipLocked {
 		// One writer (SQLite): look before taking the write lock, so an idle relay never blocks producers.
@@ -44,16 +61,19 @@ func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.Claim
 		}
 	}
 	var recs []driver.Record
-	tx, err := s.beginQuery(ctx, query, s.claimArgs(p), scanRecords(s.d, &recs))
+	tx, err := s.beginQuery(ctx, query(len(p.SkipTopics)), s.claimArgs(p), scanRecords(s.d, &recs))
 	if err != nil {
 		return nil, err
 	}
 	return s.held(ctx, tx, recs, &claim[TTx]{query: query, deleted: deleted, again: again})
 }
 
-func (s *store[TTx]) claimArgs(p driver.ClaimParams) []any { return []any{s.d.timeArg(p.Now), p.Limit} }
+func (s *store[TTx]) claimArgs(p driver.ClaimParams) []any {
+	return s.d.claimArgs(s.d.timeArg(p.Now), p.Limit, p.SkipTopics)
+}
 
-// held returns the claim of recs in tx, made like c: tx ended at once when recs is empty, recs oldest first.
+// held returns the claim of recs in tx, with like's query and kind: tx ended at once when recs is empty, recs
+// oldest first.
 func (s *store[TTx]) held(ctx context.Context, tx Tx, recs []driver.Record, like *claim[TTx]) (driver.Claim, error) {
 	if len(recs) == 0 {
 		// Nothing to hold: end the transaction now rather than keep a connection busy.
@@ -96,8 +116,8 @@ type claim[TTx any] struct {
 	s       *store[TTx]
 	tx      Tx
 	recs    []driver.Record
-	query   string // the claim's query, which SettleAndClaim runs again
-	deleted bool   // the claim's query deleted recs (see Claim)
+	query   func(skip int) string // the claim's query skipping skip topics, which SettleAndClaim runs again
+	deleted bool                  // the claim's query deleted recs (see Claim)
 	again   func(context.Context, driver.ClaimParams) (driver.Claim, error)
 }
 
@@ -155,7 +175,7 @@ func (s *store[TTx]) mayWriteBack(ctx context.Context) bool {
 // deletingDialect is a dialect whose claim can delete the records it returns (PostgreSQL's DELETE ... RETURNING).
 type deletingDialect interface {
 	// deleteClaimQuery deletes and returns the batch claimQuery would lock; its arguments are the same.
-	deleteClaimQuery(outbox string) string
+	deleteClaimQuery(outbox string, skip int) string
 	// mayInsert is the query reporting, as one boolean, whether the current role may insert into outbox.
 	mayInsert(outbox string) (string, []any)
 	// restore is the one statement writing recs back into outbox, each with its failure applied where failed
@@ -251,7 +271,8 @@ func (c *claim[TTx]) SettleAndClaim(ctx context.Context, st driver.Settlement, p
 		return next, nil, err
 	}
 	var recs []driver.Record
-	tx, settleErr, claimErr := ptx.ExecCommitBeginQuery(ctx, q, args, c.query, c.s.claimArgs(p), scanRecords(c.s.d, &recs))
+	tx, settleErr, claimErr := ptx.ExecCommitBeginQuery(ctx, q, args, c.query(len(p.SkipTopics)), c.s.claimArgs(p),
+		scanRecords(c.s.d, &recs))
 	if settleErr != nil {
 		c.checkDenied(settleErr)
 		return nil, settleErr, nil

@@ -43,9 +43,21 @@ type Dialect interface {
 
 	// recordCols is the select list of a record from the outbox aliased o.
 	recordCols() string
-	// claimQuery is the query claiming a batch from outbox; its arguments are the time and the limit. Ordered
-	// claims take only the head of each key (see driver.OrderedClaimer).
-	claimQuery(outbox string, ordered, deadHoldsKey bool) string
+	// claimQuery is the query claiming a batch from outbox, skipping skip topics; claimArgs returns its
+	// arguments. Ordered claims take only the head of each key (see driver.OrderedClaimer).
+	claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string
+	// claimArgs are the arguments of claimQuery: the time, the limit and the topics to skip, in the order its
+	// placeholders take them.
+	claimArgs(now any, limit int, skip []string) []any
+	// containsText renders the condition "col contains the text of argument n", literal and case-sensitive.
+	containsText(col string, n int) string
+	// minuteOf renders the Unix minute of the time column col, as an integer.
+	minuteOf(col string) string
+	// insertIgnore renders an insert of one row into table's cols (a parenthesised list) from arguments 1..n that
+	// does nothing, and affects no row, when the primary key is taken.
+	insertIgnore(table, cols string, n int) string
+	// statusScan renders the outbox aliased o for a query that reads the records of one status in id order.
+	statusScan(outbox string) string
 	// insert writes recs into outbox inside the caller's transaction c.
 	insert(ctx context.Context, c Conn, outbox string, recs []driver.Record) error
 	// settle applies st to the claimed records recs inside the claim's transaction.
@@ -121,6 +133,28 @@ func (micros) nullTimeDest() (func() time.Time, any) {
 type questionMarks struct{}
 
 func (questionMarks) ph(int) string { return "?" }
+
+// claimArgs puts the skipped topics between the time and the limit, where skipTopics places them in the query.
+func (questionMarks) claimArgs(now any, limit int, skip []string) []any {
+	args := make([]any, 0, 2+len(skip))
+	args = append(args, now)
+	for _, t := range skip {
+		args = append(args, t)
+	}
+	return append(args, limit)
+}
+
+// skipTopics renders the condition leaving out n topics of the outbox aliased alias, for "?" placeholders.
+func skipTopics(alias string, n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " AND " + alias + ".topic NOT IN (?" + strings.Repeat(", ?", n-1) + ")"
+}
+
+func (questionMarks) insertIgnore(table, cols string, n int) string {
+	return "INSERT INTO " + table + " " + cols + " VALUES (?" + strings.Repeat(", ?", n-1) + ") ON CONFLICT DO NOTHING"
+}
 
 // inQuestionMarks renders "col IN (?, ...)" with one argument per ID, converted by idArg.
 func inQuestionMarks(col string, ids []string, idArg func(string) any) (string, []any) {

@@ -88,6 +88,14 @@ func (t templateData) Partition(suffix string) string {
 	return table(t.d, t.n, driver.Derived(t.n.Outbox, suffix))
 }
 
+// OutboxTable returns the quoted, qualified name of a table derived from the outbox table's name with suffix.
+func (t templateData) OutboxTable(suffix string) string {
+	return table(t.d, t.n, driver.Derived(t.n.Outbox, suffix))
+}
+
+// InboxName is the inbox table's name as a string literal.
+func (t templateData) InboxName() string { return t.d.stringLiteral(t.n.Inbox) }
+
 // OutboxName is the outbox table's name as a string literal.
 func (t templateData) OutboxName() string { return t.d.stringLiteral(t.n.Outbox) }
 

@@ -102,13 +102,12 @@ const mysqlClaimIndex = "claim_idx"
 // claimQuery forces the (status, id) index. Pending rows are the newest: a scan of the primary key in id order
 // would first pass every published and dead row, which the optimizer, assuming an even spread, may still prefer
 // (TestMySQLClaimUsesIndex shows MariaDB doing so). The index yields pending rows already in id order: no filesort.
-func (m mysql) claimQuery(outbox string, ordered, deadHoldsKey bool) string {
-	q := "SELECT " + m.recordCols() + " FROM " + outbox + " AS o FORCE INDEX (" + mysqlClaimIndex + ")" +
-		" WHERE o.status = 'pending' AND o.available_at <= ?"
+func (m mysql) claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string {
+	q := "SELECT " + m.recordCols() + " FROM " + m.statusScan(outbox) + " WHERE o.status = 'pending' AND o.available_at <= ?"
 	if ordered {
 		q += headOfLine(outbox, deadHoldsKey)
 	}
-	return q + " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
+	return q + skipTopics("o", skip) + " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
 }
 
 // Limits of one multi-row statement: a prepared statement takes at most 65535 arguments, and a packet at most
@@ -349,3 +348,19 @@ func (mysql) tableExists(n driver.Names, table string) (string, []any) {
 
 // timeColumn is BIGINT: MySQL's INTEGER has 32 bits, too few for microseconds.
 func (mysql) timeColumn() string { return "BIGINT" }
+
+// containsText uses LOCATE, which compares in the column's binary collation: case-sensitive, no wildcards.
+func (mysql) containsText(col string, _ int) string { return "LOCATE(?, " + col + ") > 0" }
+
+// minuteOf divides microseconds with DIV: MySQL's "/" gives a decimal.
+func (mysql) minuteOf(col string) string { return col + " DIV 60000000" }
+
+// insertIgnore uses INSERT IGNORE; its inputs are checked text that cannot raise the errors IGNORE would hide.
+func (mysql) insertIgnore(table, cols string, n int) string {
+	return "INSERT IGNORE INTO " + table + " " + cols + " VALUES (?" + strings.Repeat(", ?", n-1) + ")"
+}
+
+// statusScan forces the (status, id) index, as the claim does (see claimQuery).
+func (mysql) statusScan(outbox string) string {
+	return outbox + " AS o FORCE INDEX (" + mysqlClaimIndex + ")"
+}

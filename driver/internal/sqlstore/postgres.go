@@ -100,21 +100,37 @@ func (postgres) recordCols() string {
 
 // claimQuery orders by the table's column: a bare "id" would mean the select list's id::text, which no index has,
 // and every claim would sort the whole table.
-func (p postgres) claimQuery(outbox string, ordered, deadHoldsKey bool) string {
+func (p postgres) claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string {
 	q := "SELECT " + p.recordCols() + " FROM " + outbox + " AS o WHERE o.status = 'pending' AND o.available_at <= $1"
 	if ordered {
 		q += headOfLine(outbox, deadHoldsKey)
 	}
-	return q + " ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED"
+	return q + pgSkipTopics("o", skip) + " ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED"
+}
+
+// pgSkipTopics is the condition leaving out the topics of the array in argument 3, on the outbox aliased alias.
+func pgSkipTopics(alias string, skip int) string {
+	if skip == 0 {
+		return ""
+	}
+	return " AND " + alias + ".topic <> ALL($3::text[])"
+}
+
+func (postgres) claimArgs(now any, limit int, skip []string) []any {
+	if len(skip) == 0 {
+		return []any{now, limit}
+	}
+	return []any{now, limit, skip}
 }
 
 // deleteClaimQuery deletes the batch the claim would lock. The batch's IDs are locked first (SKIP LOCKED, so
 // concurrent relays split the backlog as they do with the locking claim), then deleted through the primary key:
 // as an array, the IDs keep the plan a primary-key probe per row whatever the limit, where "id IN (subquery)"
 // can make a generic plan hash the whole table.
-func (p postgres) deleteClaimQuery(outbox string) string {
+func (p postgres) deleteClaimQuery(outbox string, skip int) string {
 	return "DELETE FROM " + outbox + " AS o WHERE o.id = ANY(ARRAY(SELECT i.id FROM " + outbox + " AS i" +
-		" WHERE i.status = 'pending' AND i.available_at <= $1 ORDER BY i.id LIMIT $2 FOR UPDATE SKIP LOCKED))" +
+		" WHERE i.status = 'pending' AND i.available_at <= $1" + pgSkipTopics("i", skip) +
+		" ORDER BY i.id LIMIT $2 FOR UPDATE SKIP LOCKED))" +
 		" RETURNING " + p.recordCols()
 }
 
@@ -292,3 +308,34 @@ func (postgres) tableExists(n driver.Names, table string) (string, []any) {
 }
 
 func (postgres) timeColumn() string { return "timestamptz" }
+
+// containsText uses strpos: LIKE would read % and _ in the text as wildcards.
+func (p postgres) containsText(col string, n int) string {
+	return "strpos(" + col + ", " + p.ph(n) + ") > 0"
+}
+
+func (postgres) minuteOf(col string) string {
+	return "floor(extract(epoch FROM " + col + ") / 60)::bigint"
+}
+
+func (p postgres) insertIgnore(table, cols string, n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.ph(i))
+	}
+	return "INSERT INTO " + table + " " + cols + " VALUES (" + b.String() + ") ON CONFLICT DO NOTHING"
+}
+
+func (postgres) statusScan(outbox string) string { return outbox + " AS o" }
+
+// estimate sums reltuples over the index's leaf partitions, or reads the index's own when the table is not
+// partitioned (pg_partition_tree lists nothing then):
+// the row count as of the last VACUUM or ANALYZE, -1 while any partition has none.
+func (postgres) estimate() string {
+	return "SELECT CASE WHEN count(*) = 0 OR bool_or(c.reltuples < 0) THEN -1 ELSE sum(c.reltuples)::bigint END" +
+		" FROM pg_class AS c WHERE c.relkind = 'i' AND (c.oid = to_regclass($1)" +
+		" OR c.oid IN (SELECT t.relid FROM pg_partition_tree(to_regclass($1)) AS t WHERE t.isleaf))"
+}

@@ -41,12 +41,12 @@ func (sqlite) recordCols() string {
 }
 
 // claimQuery locks nothing itself: the claim's transaction holds the database's write lock (BEGIN IMMEDIATE).
-func (s sqlite) claimQuery(outbox string, ordered, deadHoldsKey bool) string {
+func (s sqlite) claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string {
 	q := "SELECT " + s.recordCols() + " FROM " + outbox + " AS o WHERE o.status = 'pending' AND o.available_at <= ?"
 	if ordered {
 		q += headOfLine(outbox, deadHoldsKey)
 	}
-	return q + " ORDER BY o.id LIMIT ?"
+	return q + skipTopics("o", skip) + " ORDER BY o.id LIMIT ?"
 }
 
 // sqliteMaxRowsPerInsert keeps a multi-row insert under SQLite's limit of 32766 bound variables.
@@ -104,3 +104,10 @@ func (sqlite) tableExists(_ driver.Names, table string) (string, []any) {
 }
 
 func (sqlite) timeColumn() string { return "INTEGER" }
+
+// containsText uses instr: SQLite's LIKE ignores ASCII case and reads % and _ as wildcards.
+func (sqlite) containsText(col string, _ int) string { return "instr(" + col + ", ?) > 0" }
+
+func (sqlite) minuteOf(col string) string { return col + " / 60000000" }
+
+func (sqlite) statusScan(outbox string) string { return outbox + " AS o" }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,9 +31,9 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 		return nil, err
 	}
 	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
-	s.claim = d.claimQuery(s.outbox, false, false)
+	s.claim = d.claimQuery(s.outbox, false, false, 0)
 	if dd, ok := d.(deletingDialect); ok {
-		s.deleteClaim = dd.deleteClaimQuery(s.outbox)
+		s.deleteClaim = dd.deleteClaimQuery(s.outbox, 0)
 	}
 	s.peek = "SELECT 1 FROM " + s.outbox + " WHERE status = 'pending' AND available_at <= " + d.ph(1) + " LIMIT 1"
 	if nt, ok := d.(notifyingDialect); ok {
@@ -46,7 +45,7 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 // ClaimSQL is the query a relay claims a batch with on table set n, for review and EXPLAIN. Its arguments are the
 // current time and the batch size.
 func ClaimSQL(d Dialect, n driver.Names) string {
-	return d.claimQuery(table(d, n, n.Outbox), false, false)
+	return d.claimQuery(table(d, n, n.Outbox), false, false, 0)
 }
 
 func (s *store[TTx]) Insert(ctx context.Context, tx TTx, recs []driver.Record) error {
@@ -111,52 +110,6 @@ func (s *store[TTx]) Stats(ctx context.Context, now time.Time) ([]driver.TopicSt
 		return nil
 	})
 	return out, err
-}
-
-// deadWhere renders the WHERE clause selecting dead records by f, with arguments numbered from n.
-func (s *store[TTx]) deadWhere(f driver.DeadFilter, n int) (string, []any) {
-	where := " WHERE status = 'dead'"
-	var args []any
-	if f.Topic != "" {
-		where += " AND topic = " + s.d.ph(n+len(args))
-		args = append(args, f.Topic)
-	}
-	if len(f.IDs) > 0 {
-		in, a := s.d.inList("id", f.IDs, n+len(args))
-		where += " AND " + in
-		args = append(args, a...)
-	}
-	return where, args
-}
-
-func (s *store[TTx]) ListDead(ctx context.Context, f driver.DeadFilter) ([]driver.Record, error) {
-	if f.Empty() {
-		return nil, nil
-	}
-	where, args := s.deadWhere(f, 1)
-	q := "SELECT " + s.d.recordCols() + " FROM " + s.outbox + " AS o" + where + " ORDER BY o.id"
-	if f.Limit > 0 {
-		q += " LIMIT " + strconv.Itoa(f.Limit)
-	}
-	var out []driver.Record
-	return out, s.b.Pool().Query(ctx, q, args, scanRecords(s.d, &out))
-}
-
-func (s *store[TTx]) RetryDead(ctx context.Context, f driver.DeadFilter, now time.Time) (int64, error) {
-	if f.Empty() {
-		return 0, nil
-	}
-	where, args := s.deadWhere(f, 2)
-	q := "UPDATE " + s.outbox + " SET status = 'pending', attempts = 0, available_at = " + s.d.ph(1) + where
-	return s.b.Pool().Exec(ctx, q, append([]any{s.d.timeArg(now)}, args...)...)
-}
-
-func (s *store[TTx]) PurgeDead(ctx context.Context, f driver.DeadFilter) (int64, error) {
-	if f.Empty() {
-		return 0, nil
-	}
-	where, args := s.deadWhere(f, 1)
-	return s.b.Pool().Exec(ctx, "DELETE FROM "+s.outbox+where, args...)
 }
 
 // Claimable implements driver.Peeker with one statement outside any transaction.

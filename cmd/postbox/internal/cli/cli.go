@@ -45,7 +45,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{relayCommand, migrateCommand, sendCommand, statusCommand, deadCommand,
-		cleanupCommand, partitionsCommand, versionCommand}
+		topicsCommand, cleanupCommand, partitionsCommand, versionCommand}
 }
 
 func lookup(name string) *command {

@@ -181,6 +181,23 @@ events:
 	if r := stop(); r.code != 0 {
 		t.Fatalf("relay exit %d", r.code)
 	}
+	mustContain(t, "dead count --type", ok("dead", "count", "--type", "payment.taken").stdout, "2 dead message(s)")
+	mustContain(t, "dead count --error", ok("dead", "count", "--error", "not in the registry", "--json").stdout, `{"dead":3,"more":false}`)
+	mustContain(t, "dead count --limit", ok("dead", "count", "--limit", "2").stdout, "more than 2 dead message(s)")
+	var newest []deadJSON
+	if err := json.Unmarshal([]byte(ok("dead", "list", "--newest", "--limit", "1", "--json").stdout), &newest); err != nil ||
+		len(newest) != 1 || newest[0].ID != refund {
+		t.Fatalf("dead list --newest --limit 1 = %+v, %v; want %s", newest, err, refund)
+	}
+	if err := json.Unmarshal([]byte(ok("dead", "list", "--newest", "--after", refund, "--type", "payment.taken", "--json").stdout), &newest); err != nil ||
+		len(newest) != 2 || newest[0].ID != pay2 || newest[1].ID != pay1 {
+		t.Fatalf("dead list --newest --after %s --type payment.taken = %+v, %v; want %s, %s", refund, newest, err, pay2, pay1)
+	}
+	for _, args := range [][]string{{"dead", "count", "--failed-from", "yesterday"}, {"dead", "purge", "--newest"}, {"dead", "list", "--after", "x"}} {
+		if r := run(t, nil, tg.args(args...)...); r.code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d (usage)", args, r.code, ExitUsage)
+		}
+	}
 	mustContain(t, "dead purge --id", ok("dead", "purge", "--id", pay1, "--json").stdout, `{"purged":1}`)
 	if n, ids := deadCount(), deadIDs(); n != 2 || !slices.Equal(ids, slices.Sorted(slices.Values([]string{pay2, refund}))) {
 		t.Fatalf("after purging %s: status dead %d, dead list %v", pay1, n, ids)
@@ -421,6 +438,47 @@ func TestRelayToWebhook(t *testing.T) {
 			if warned := strings.Contains(r.stderr, cmdLineWarning); warned != (tc.from == "--webhook-secret") {
 				t.Fatalf("secret from %s: warning about ps shown: %v; stderr:\n%s", tc.from, warned, r.stderr)
 			}
+		})
+	}
+}
+
+// TestTopics pauses a topic, checks that the relay holds its messages back and publishes the others, then resumes
+// it, on PostgreSQL, MariaDB and SQLite.
+func TestTopics(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ok := func(args ...string) result {
+				t.Helper()
+				return tg.ok(t, nil, args...)
+			}
+			ok("migrate", "up")
+			mustContain(t, "topics list before a pause", ok("topics", "list").stdout, "no paused topics")
+			mustContain(t, "topics pause", ok("topics", "pause", "orders", "--actor", "alice").stdout, "paused orders")
+			mustContain(t, "topics pause again", ok("topics", "pause", "orders").stdout, "orders was already paused")
+			var paused []pausedJSON
+			if err := json.Unmarshal([]byte(ok("topics", "list", "--json").stdout), &paused); err != nil || len(paused) != 1 ||
+				paused[0].Topic != "orders" || paused[0].PausedBy != "alice" || paused[0].PausedAt.IsZero() {
+				t.Fatalf("topics list --json = %+v, %v; want orders paused by alice", paused, err)
+			}
+			for _, args := range [][]string{{"topics"}, {"topics", "pause"}, {"topics", "stop", "orders"}, {"topics", "list", "orders"},
+				{"topics", "pause", "orders", "--actor", "eve\x1b[2J"}} {
+				if r := run(t, nil, tg.args(args...)...); r.code != ExitUsage {
+					t.Errorf("%q: exit %d, want %d (usage)", args, r.code, ExitUsage)
+				}
+			}
+			order := strings.TrimSpace(ok("send", "-t", "orders", "--type", "order.created", "--data", "{}").stdout)
+			payment := strings.TrimSpace(ok("send", "-t", "payments", "--type", "payment.taken", "--data", "{}").stdout)
+			stdout, _, stop := background(t, nil, tg.args("relay", "--broker", "stdout:", "--poll-interval", "20ms", "--paused-refresh", "20ms")...)
+			eventually(t, "the payment published", func() bool { return strings.Contains(stdout.String(), payment) })
+			mustContain(t, "topics resume", ok("topics", "resume", "orders", "--actor", "alice").stdout, "resumed orders")
+			eventually(t, "the order published once its topic is resumed", func() bool { return strings.Contains(stdout.String(), order) })
+			if r := stop(); r.code != 0 {
+				t.Fatalf("relay exit %d", r.code)
+			}
+			if strings.Index(stdout.String(), order) < strings.Index(stdout.String(), payment) {
+				t.Fatalf("the order of the paused topic was published before the payment:\n%s", stdout.String())
+			}
+			mustContain(t, "topics resume again", ok("topics", "resume", "orders", "--json").stdout, `"changed":false`)
 		})
 	}
 }

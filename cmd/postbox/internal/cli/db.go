@@ -30,8 +30,12 @@ type database interface {
 	Send(ctx context.Context, m postbox.Message) (string, error)
 	Stats(ctx context.Context) (postbox.Stats, error)
 	ListDead(ctx context.Context, f postbox.DeadFilter) ([]postbox.Record, error)
+	CountDead(ctx context.Context, f postbox.DeadFilter, limit int64) (postbox.Count, error)
 	RetryDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
 	PurgeDead(ctx context.Context, f postbox.DeadFilter) (int64, error)
+	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
+	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
+	PausedTopics(ctx context.Context) ([]postbox.PausedTopic, error)
 
 	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
 	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)

@@ -17,52 +17,86 @@ import (
 
 var deadCommand = &command{
 	name:     "dead",
-	synopsis: "list|retry|purge --db URL [--topic T] [--id ID]... [--all] [flags]",
+	synopsis: "list|count|retry|purge --db URL [--topic T] [--type T] [--key K] [--error TEXT] [--id ID]... [--all] [flags]",
 	summary:  "list, retry or purge messages parked as dead",
 	help: `
 A message is parked as dead after its last allowed publish attempt, on a permanent error, or when it breaks the
 event registry. 'dead list' shows dead messages with their attempts and last error (all of them when no filter is
-given). 'dead retry' makes the selected messages pending again, at once, with their attempts reset. 'dead purge'
-deletes them. retry and purge need a filter: --topic, --id (repeatable) or --all, so that nothing is changed by
-accident.`,
+given), oldest first (--newest for newest first); --after ID continues a listing after its last ID. 'dead count'
+counts them, up to --limit (100000 by default). 'dead retry' makes the selected messages pending again, at once,
+with their attempts reset. 'dead purge' deletes them. A message is selected when it matches every filter given:
+--topic, --type, --key, --error (a literal, case-sensitive part of the last error), --failed-from and
+--failed-before (RFC 3339 times bounding the last failure), --id (repeatable). retry and purge need a filter, or
+--all, so that nothing is changed by accident; they are logged with --actor (default: $USER).`,
 	examples: []string{
 		"postbox dead list --db postgres://localhost/app --topic orders",
 		"postbox dead retry --db postgres://localhost/app --id 0190f6e4-3b7a-7c3d-8e4f-123456789abc",
 		"postbox dead purge --db sqlite:app.db --all",
 		"postbox dead list --db sqlite:app.db --json --limit 10",
+		"postbox dead count --db postgres://localhost/app --error timeout --failed-from 2026-01-02T15:00:00Z",
+		"postbox dead retry --db postgres://localhost/app --type order.created --error timeout --actor alice",
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
-		var topic string
+		var topic, typ, key, errText, from, before, after, actor string
 		var ids []string
-		var all, asJSON bool
+		var all, asJSON, newest bool
 		var limit int
 		addDBFlags(f, &o)
 		f.String(&topic, "topic", "t", "", "TOPIC", "only dead messages of this topic")
+		f.String(&typ, "type", "", "", "TYPE", "only dead messages of this event type")
+		f.String(&key, "key", "k", "", "KEY", "only dead messages with this key")
+		f.String(&errText, "error", "", "", "TEXT", "only dead messages whose last error contains this text")
+		f.String(&from, "failed-from", "", "", "TIME", "only dead messages that last failed at or after this RFC 3339 time")
+		f.String(&before, "failed-before", "", "", "TIME", "only dead messages that last failed before this RFC 3339 time")
+		f.String(&after, "after", "", "", "UUID", "list the messages after this one (the last ID of the previous listing)")
+		f.Bool(&newest, "newest", "", "list newest first")
+		f.String(&actor, "actor", "", "", "NAME", "who retries or purges, for the log (default: $USER)")
 		f.List(&ids, "id", "", "UUID", "only this dead message")
 		f.Bool(&all, "all", "", "every dead message")
-		f.Int(&limit, "limit", 0, "list at most this many (0: no limit)")
+		f.Int(&limit, "limit", 0, "list at most this many (0: no limit), or count up to this many (0: 100000)")
 		f.Bool(&asJSON, "json", "", "print JSON")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("say what to do: dead list, dead retry or dead purge")
 			}
 			action := args[0]
-			if action != "list" && action != "retry" && action != "purge" {
-				return usageErrorf("unknown dead action %q: use list, retry or purge", action)
+			if action != "list" && action != "count" && action != "retry" && action != "purge" {
+				return usageErrorf("unknown dead action %q: use list, count, retry or purge", action)
 			}
-			if err := checkFlagText("--topic", topic); err != nil {
-				return err
+			for _, fl := range []struct{ name, v string }{{"--topic", topic}, {"--type", typ}, {"--key", key}, {"--error", errText},
+				{"--after", after}, {"--actor", actor}} {
+				if err := checkFlagText(fl.name, fl.v); err != nil {
+					return err
+				}
+			}
+			var failedFrom, failedBefore time.Time
+			for _, fl := range []struct {
+				name, v string
+				t       *time.Time
+			}{{"--failed-from", from, &failedFrom}, {"--failed-before", before, &failedBefore}} {
+				if fl.v == "" {
+					continue
+				}
+				t, err := time.Parse(time.RFC3339, fl.v)
+				if err != nil {
+					return usageErrorf("%s %s: not an RFC 3339 time such as 2026-01-02T15:04:05Z", fl.name, printable(fl.v))
+				}
+				*fl.t = t
+			}
+			if actor == "" {
+				actor = rt.env("USER")
 			}
 			for _, id := range ids {
 				if err := checkFlagText("--id", id); err != nil {
 					return err
 				}
 			}
-			filter := postbox.DeadFilter{Topic: topic, IDs: ids, All: all, Limit: limit}
+			filter := postbox.DeadFilter{Topic: topic, IDs: ids, All: all, Limit: limit, Type: typ, Key: key, ErrorContains: errText,
+				FailedFrom: failedFrom, FailedBefore: failedBefore, After: after, Newest: newest, Actor: actor}
 			if filter.Empty() {
-				if action != "list" {
-					return usageErrorf("dead %s needs a filter: --topic T, --id ID or --all", action)
+				if action == "retry" || action == "purge" {
+					return usageErrorf("dead %s needs a filter: --topic, --type, --key, --error, --failed-from, --failed-before, --id, or --all", action)
 				}
 				filter.All = true
 			}
@@ -106,6 +140,16 @@ accident.`,
 						printable(r.Key), r.Attempts, r.CreatedAt.UTC().Format(time.RFC3339), printable(oneLine(r.LastError, 240)))
 				}
 				return tw.Flush()
+			case "count":
+				n, err := db.CountDead(ctx, filter, int64(limit))
+				if err != nil {
+					return refused(err)
+				}
+				if asJSON {
+					return writeJSON(rt.stdout, map[string]any{"dead": n.N, "more": n.More})
+				}
+				fmt.Fprintf(rt.stdout, "%s dead message(s)\n", n)
+				return nil
 			case "retry":
 				n, err := db.RetryDead(ctx, filter)
 				if err != nil {

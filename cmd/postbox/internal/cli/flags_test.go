@@ -118,7 +118,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{nil, []string{"migrate", "down", "--db", "sqlite:x.db"}, `unknown migrate action "down"`},
 		{nil, []string{"status", "--db", "oracle://scott:tiger1@db/orcl"}, "unknown database"},
 		{nil, []string{"send", "--db", "sqlite:x.db", "--type", "x"}, "--topic and --type are required"},
-		{nil, []string{"dead", "purge", "--db", "sqlite:x.db"}, "dead purge needs a filter: --topic T, --id ID or --all"},
+		{nil, []string{"dead", "purge", "--db", "sqlite:x.db"}, "dead purge needs a filter: --topic, --type, --key, --error, --failed-from, --failed-before, --id, or --all"},
 		{env("POSTBOX_POLL_INTERVAL", "soon"), []string{"relay", "--db", "sqlite:x.db", "--broker", "stdout:"}, "POSTBOX_POLL_INTERVAL"},
 		{nil, []string{"relay", "--db", "sqlite:x.db"}, "--broker is required"},
 		{nil, []string{"relay", "--db", "sqlite:x.db", "--broker", "carrier-pigeon://coop"}, "unknown or unsupported broker; this build supports "},

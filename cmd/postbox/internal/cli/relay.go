@@ -122,6 +122,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
 		f.Duration(&ro.cfg.ErrorBackoffMax, "error-backoff-max", postbox.DefaultErrorBackoffMax,
 			"longest delay between attempts while the database or the broker is down; the relay resumes within about this long of it answering")
+		f.Duration(&ro.cfg.PausedRefresh, "paused-refresh", postbox.DefaultPausedRefresh, "how often to read the paused topics (postbox topics pause); a pause takes effect within it")
 		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
 		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
 		f.Bool(&o.ordered, "ordered", "", "publish each key's messages one at a time, in enqueue order (tables from migrate up --ordered)")

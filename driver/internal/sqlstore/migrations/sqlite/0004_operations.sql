@@ -1,0 +1,11 @@
+-- Topics an operator paused (Client.PauseTopic): relays read this small table every few seconds and skip the
+-- topics in it when they claim.
+CREATE TABLE IF NOT EXISTS {{.OutboxTable "_paused"}} (
+    topic     TEXT    PRIMARY KEY,
+    paused_at INTEGER NOT NULL, -- Unix microseconds
+    paused_by TEXT    NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+-- Operators list dead records newest or oldest first across topics (Client.ListDead) and page through them.
+CREATE INDEX IF NOT EXISTS {{.Index "_dead_id_idx"}} ON {{.Outbox}} (id) WHERE status = 'dead';
+-- The inbox view lists a consumer's given-up messages, latest first, without reading its processed claims.
+CREATE INDEX IF NOT EXISTS {{.InboxIndex "_failed_idx"}} ON {{.Inbox}} (consumer, received_at) WHERE status = 'failed';
