@@ -148,10 +148,10 @@ func TestLatencyLoadAndXmin(t *testing.T) {
 	}
 	x := got["xmin"]
 	positive(t, x, "events_per_s", "baseline_per_s", "ratio", "free_p99_ms", "held_p99_ms", "p99_ratio",
-		"held_index_mib_after", "held_index_entries_after", "xmin_hold_s")
+		"held_index_mib_after", "xmin_hold_s")
 	// The held snapshot keeps every row the relay deleted in the hold: vacuum cannot remove them, so the table's
-	// index still has an entry for each.
-	if e, n := x["held_index_entries_after"].(float64), o.XminHold.Seconds()*float64(o.Rate); e < n/2 {
+	// index still has an entry for each. Entries are counted with pgstattuple (-1 where it cannot be installed).
+	if e, n := x["held_index_entries_after"].(float64), o.XminHold.Seconds()*float64(o.Rate); e != -1 && e < n/2 {
 		t.Errorf("xmin: %v index entries after the hold, want at least %v of the %v events it deleted kept", e, n/2, n)
 	}
 }
