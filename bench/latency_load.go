@@ -63,7 +63,7 @@ func benchLatencyLoad[TTx any](ctx context.Context, t *target[TTx], o Options) (
 	}{{"", loadSingleRate, 1}, {"batch_", loadBatchRate, loadBatchSize}} {
 		o.Logger.Info("producing on an open-loop schedule", "rate", phase.rate, "per_tx", phase.perTx, "duration", o.Duration)
 		s := newSchedule(phase.rate, phase.perTx, o.Duration)
-		lat := newDueLatencies(s)
+		lat := newDueLatencies(s, 0)
 		cur.Store(lat)
 		sent, elapsed, err := s.run(ctx, loadProducers, func(ctx context.Context, first, n int) error {
 			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
@@ -125,12 +125,14 @@ type schedule struct {
 	d           time.Duration
 	start       time.Time // set by run before any transaction starts
 	warmup      time.Duration
+	total       int // events scheduled
 	late        []time.Duration
 	commits     []atomic.Int64 // by transaction: UnixNano of its commit's return, 0 until then
 }
 
 func newSchedule(rate, perTx int, d time.Duration) *schedule {
-	return &schedule{rate: rate, perTx: perTx, d: d, warmup: min(time.Second, d/5)}
+	return &schedule{rate: rate, perTx: perTx, d: d, warmup: min(time.Second, d/5),
+		total: int(d.Seconds()*float64(rate)) / perTx * perTx}
 }
 
 // due is when the transaction carrying event seq was to be sent.
@@ -144,7 +146,7 @@ func (s *schedule) due(seq int) time.Time {
 // the start to the last transaction's return, and keeps how late each transaction after the warm-up returned
 // (see committed).
 func (s *schedule) run(ctx context.Context, producers int, send func(ctx context.Context, first, n int) error) (int, time.Duration, error) {
-	total := int(s.d.Seconds()*float64(s.rate)) / s.perTx * s.perTx
+	total := s.total
 	var next atomic.Int64
 	var last atomic.Int64 // nanoseconds from start to the latest return
 	errs := make(chan error, producers)
@@ -201,6 +203,7 @@ func (s *schedule) committed() []time.Duration { return s.late }
 // Events due in the schedule's warm-up are counted but not measured.
 type dueLatencies struct {
 	s    *schedule
+	base int // the sequence number of the schedule's first event; others are not the schedule's
 	n    atomic.Int64
 	last atomic.Int64 // UnixNano of the latest publish
 	mu   sync.Mutex
@@ -210,15 +213,18 @@ type dueLatencies struct {
 	relay []time.Duration
 }
 
-func newDueLatencies(s *schedule) *dueLatencies { return &dueLatencies{s: s} }
+func newDueLatencies(s *schedule, base int) *dueLatencies { return &dueLatencies{s: s, base: base} }
 
 func (l *dueLatencies) published(batch []postbox.Record, at time.Time) {
+	mine := 0
 	l.mu.Lock()
 	for _, r := range batch {
 		seq, ok := payloadSeq(r.Payload)
-		if !ok {
-			continue
+		seq -= l.base
+		if !ok || seq < 0 || seq >= l.s.total {
+			continue // not an event of this schedule
 		}
+		mine++
 		due := l.s.due(seq)
 		if due.Sub(l.s.start) < l.s.warmup {
 			continue
@@ -233,8 +239,10 @@ func (l *dueLatencies) published(batch []postbox.Record, at time.Time) {
 		l.relay = append(l.relay, relay)
 	}
 	l.mu.Unlock()
-	l.last.Store(at.UnixNano())
-	l.n.Add(int64(len(batch)))
+	if mine > 0 {
+		l.last.Store(at.UnixNano())
+		l.n.Add(int64(mine))
+	}
 }
 
 func (l *dueLatencies) count() int64 { return l.n.Load() }

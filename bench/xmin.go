@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -92,17 +91,22 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 			}
 		}
 		o.Logger.Info("producing", "rate", o.Rate, "duration", o.XminHold, "xmin_held", held)
+		// Each phase numbers its events apart, so that events the free phase left behind are not the held phase's.
 		s := newSchedule(o.Rate, 1, o.XminHold)
-		lat := newDueLatencies(s)
+		base := i * s.total
+		lat := newDueLatencies(s, base)
 		cur.Store(lat)
 		sent, _, err := s.run(ctx, xminProducers, func(ctx context.Context, first, _ int) error {
 			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
-				_, err := client.Enqueue(ctx, tx, o.message(first))
+				_, err := client.Enqueue(ctx, tx, o.message(base+first))
 				return err
 			})
 		})
 		if err == nil && !lat.waitPublished(ctx, int64(sent), time.Minute) {
-			err = fmt.Errorf("the relay left %d of %d events unpublished a minute after the last commit", int64(sent)-lat.count(), sent)
+			// A relay that fell behind is the finding, not a failure: its rate says by how much.
+			res.Extra[prefix+"unpublished"] = float64(int64(sent) - lat.count())
+			o.Logger.Warn("the relay left events unpublished a minute after the last commit", "xmin_held", held,
+				"unpublished", int64(sent)-lat.count(), "of", sent)
 		}
 		var after outboxStats
 		if err == nil {
