@@ -167,6 +167,9 @@ type outboxStats struct {
 	indexBytes   int64 // every index of the table
 	indexEntries int64 // every index's entries, live or dead (pgstattuple); -1 without the extension
 	indexKilled  int64 // the entries of those that scans have marked dead, which no later scan follows; -1 likewise
+	// xminAge is the age, in transactions, of the oldest snapshot or slot holding back the cluster's xmin horizon,
+	// other sessions' included: a free phase that shows thousands was not free.
+	xminAge int64
 }
 
 // outboxFigures reads table's figures. The statistics collector hears of a backend's work within a second or
@@ -175,8 +178,11 @@ func outboxFigures(ctx context.Context, conn *pgx.Conn, table string, pgstattupl
 	pause(ctx, 1500*time.Millisecond)
 	s := outboxStats{indexEntries: -1, indexKilled: -1}
 	err := conn.QueryRow(ctx, "SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = $1::regclass), 0),"+
-		" (SELECT coalesce(sum(pg_relation_size(indexrelid)), 0)::bigint FROM pg_index WHERE indrelid = $1::regclass)",
-		table).Scan(&s.deadTuples, &s.indexBytes)
+		" (SELECT coalesce(sum(pg_relation_size(indexrelid)), 0)::bigint FROM pg_index WHERE indrelid = $1::regclass),"+
+		" greatest((SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE pid <> pg_backend_pid()),"+
+		" (SELECT max(greatest(age(xmin), age(catalog_xmin))) FROM pg_replication_slots),"+
+		" (SELECT max(age(transaction)) FROM pg_prepared_xacts), 0)::bigint",
+		table).Scan(&s.deadTuples, &s.indexBytes, &s.xminAge)
 	if err != nil || !pgstattuple {
 		return s, err
 	}
@@ -191,4 +197,5 @@ func (s outboxStats) put(extra map[string]float64, prefix, suffix string) {
 	extra[prefix+"index_mib"+suffix] = float64(s.indexBytes) / (1 << 20)
 	extra[prefix+"index_entries"+suffix] = float64(s.indexEntries)
 	extra[prefix+"index_killed"+suffix] = float64(s.indexKilled)
+	extra[prefix+"xmin_age"+suffix] = float64(s.xminAge)
 }
