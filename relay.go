@@ -176,8 +176,16 @@ func (r *Relay) work(ctx context.Context) {
 	woke := false            // whether the last wait ended with a wake-up
 	r.busy.Add(1)
 	defer r.busy.Add(-1)
+	// next is a claim taken with the last settle, to publish before claiming again. One left when the relay stops
+	// is released: its records are pending again at once.
+	var next driver.Claim
+	defer func() {
+		if next != nil {
+			_ = next.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	for ctx.Err() == nil {
-		n, err := r.runOnce(ctx, limit)
+		n, err := r.runOnce(ctx, limit, &next)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // stopping: a claim cut short by cancellation is not a failure
@@ -229,7 +237,7 @@ func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 // batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	n, err := r.runOnce(ctx, r.cfg.BatchSize)
+	n, err := r.runOnce(ctx, r.cfg.BatchSize, nil)
 	if isBrokerDown(err) {
 		return n, nil // settled: the messages are pending again
 	}
@@ -238,12 +246,24 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 
 // runOnce is RunOnce claiming at most limit records. When the broker refused the whole batch as unavailable, it
 // settles the batch without counting an attempt and returns a brokerDownError.
-func (r *Relay) runOnce(ctx context.Context, limit int) (int, error) {
+//
+// With chain, runOnce publishes the claim *chain holds, if any, instead of claiming; and when the batch was full
+// and published, and the store can (driver.ChainClaimer), it settles and claims the next batch in one round trip
+// and leaves that claim in *chain.
+func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim) (int, error) {
 	clock := r.client.cfg.Clock
-	claim, err := r.claim(ctx, driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished,
-		SkipTopics: r.skipTopics(ctx)})
-	if err != nil {
-		return 0, fmt.Errorf("claim: %w", err)
+	params := func() driver.ClaimParams {
+		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished,
+			SkipTopics: r.skipTopics(ctx)}
+	}
+	var claim driver.Claim
+	if chain != nil && *chain != nil {
+		claim, *chain = *chain, nil
+	} else {
+		var err error
+		if claim, err = r.claim(ctx, params()); err != nil {
+			return 0, fmt.Errorf("claim: %w", err)
+		}
 	}
 	recs := fromRows(claim.Records())
 	if len(recs) == 0 {
@@ -285,7 +305,20 @@ func (r *Relay) runOnce(ctx context.Context, limit int) (int, error) {
 	}
 	sctx, cancel := context.WithTimeout(detached, r.cfg.SettleTimeout)
 	defer cancel()
-	err = claim.Settle(sctx, st)
+	var err error
+	if chainer, ok := claim.(driver.ChainClaimer); ok && chain != nil && len(recs) == limit && down == nil && ctx.Err() == nil {
+		var next driver.Claim
+		var claimErr error
+		next, err, claimErr = chainer.SettleAndClaim(sctx, st, params())
+		if claimErr != nil {
+			// The batch is settled; the worker claims again on its own, and meets the trouble there if it lasts.
+			r.log.DebugContext(ctx, "claim with settle failed", "err", claimErr)
+		} else if next != nil && len(next.Records()) > 0 {
+			*chain = next
+		}
+	} else {
+		err = claim.Settle(sctx, st)
+	}
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveBatch(ctx, BatchReport{Records: recs, Errs: errs, Dead: deadFlags, Started: started,
 			SettledAt: clock.Now(), Err: err})

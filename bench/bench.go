@@ -12,6 +12,8 @@
 //	ordered     the relay in ordered mode over many keys against the unordered relay
 //	inbox       Process (inbox claim and handler in one transaction) against the handler in a plain transaction
 //	wal         the WAL mode (package wal) against the table mode: enqueue, drain, latency, WAL kept during an outage
+//	latency-load  latency from each event's scheduled send time to its publish at 5,000 and 10,000 events/s
+//	xmin        a relay fed at a steady rate while a transaction holds back the xmin horizon, against none
 //
 // Postbox and its baseline take turns, so that both meet the same load on a shared machine. The postbox-bench
 // command (bench/cmd/postbox-bench) runs the scenarios; Run is the same thing for programs that embed it.
@@ -51,6 +53,7 @@ const (
 	DefaultPayload     = 256
 	DefaultIdleWindow  = 5 * time.Second
 	DefaultTopic       = "postbox-bench.orders"
+	DefaultXminHold    = 5 * time.Minute
 )
 
 // Options configure a run. The zero value is valid: every field has a default.
@@ -68,7 +71,7 @@ type Options struct {
 	NATSURL string
 	// Events is the backlog the relay scenarios drain. Default: DefaultEvents (200,000).
 	Events int
-	// Rate is the events per second the latency scenario's producers commit. Default: DefaultRate (1,000).
+	// Rate is the events per second the latency and xmin scenarios' producers commit. Default: DefaultRate (1,000).
 	Rate int
 	// Duration is how long each timed phase runs (enqueue, notify, latency). Default: DefaultDuration (6s).
 	Duration time.Duration
@@ -93,6 +96,9 @@ type Options struct {
 	// enqueues and commits wake it (see postbox.RelayConfig.QuietDivisor). Default: false, a relay of its own
 	// client, as in another process, which finds messages by notification (PostgreSQL) or by looking.
 	LocalRelay bool
+	// XminHold is how long the xmin scenario holds the xmin horizon back, and how long it produces without.
+	// Default: DefaultXminHold (5 minutes).
+	XminHold time.Duration
 	// NotifyInterval and RecheckDelay configure every client and relay; zero means Postbox's defaults. A negative
 	// NotifyInterval turns notifications off.
 	NotifyInterval time.Duration
@@ -142,6 +148,9 @@ func (o Options) WithDefaults() Options {
 	if o.IdleWindow == 0 {
 		o.IdleWindow = DefaultIdleWindow
 	}
+	if o.XminHold == 0 {
+		o.XminHold = DefaultXminHold
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -161,8 +170,8 @@ func (o Options) Validate() error {
 			return fmt.Errorf("bench: %s is %d; use a positive number or 0 for the default", v.name, v.n)
 		}
 	}
-	if o.Duration < 0 || o.IdleWindow < 0 || o.RecheckDelay < 0 {
-		return errors.New("bench: Duration, IdleWindow and RecheckDelay must not be negative")
+	if o.Duration < 0 || o.IdleWindow < 0 || o.RecheckDelay < 0 || o.XminHold < 0 {
+		return errors.New("bench: Duration, IdleWindow, RecheckDelay and XminHold must not be negative")
 	}
 	if o.PayloadBytes < 32 {
 		return fmt.Errorf("bench: PayloadBytes is %d; use at least 32 so that the payload holds its sequence number", o.PayloadBytes)
@@ -170,9 +179,10 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Scenarios lists the scenarios in the order "all" runs them.
+// Scenarios lists the scenarios in the order "all" runs them; "all" leaves out xmin, which takes minutes (twice
+// Options.XminHold a run).
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "wal"}
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "latency-load", "xmin", "wal"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -195,12 +205,16 @@ func Describe(scenario string) string {
 		return "Process (inbox claim and handler in one transaction) against the handler in a plain transaction"
 	case "wal":
 		return "the WAL mode against the table mode: enqueue, drain, latency at --rate, WAL kept during a relay outage"
+	case "latency-load":
+		return "latency from each event's scheduled send time to its publish, at 5,000 and 10,000 events/s"
+	case "xmin":
+		return "a relay fed at a steady rate while a transaction holds back the xmin horizon, against none"
 	}
 	return ""
 }
 
-// Run runs one scenario, or every scenario when scenario is "all", and writes each result to out as it finishes.
-// It returns the first error; a scenario that cannot run on the chosen database is reported, not failed.
+// Run runs one scenario, or every scenario but xmin when scenario is "all", and writes each result to out as it
+// finishes. It returns the first error; a scenario that cannot run on the chosen database is reported, not failed.
 func Run(ctx context.Context, scenario string, opts Options, out io.Writer) error {
 	o := opts.WithDefaults()
 	if err := o.Validate(); err != nil {
@@ -208,7 +222,7 @@ func Run(ctx context.Context, scenario string, opts Options, out io.Writer) erro
 	}
 	names := []string{scenario}
 	if scenario == "all" {
-		names = Scenarios()
+		names = slices.DeleteFunc(Scenarios(), func(s string) bool { return s == "xmin" })
 	} else if !slices.Contains(Scenarios(), scenario) {
 		return fmt.Errorf("bench: unknown scenario %q; choose one of %s, or all", scenario, strings.Join(Scenarios(), ", "))
 	}
@@ -242,6 +256,9 @@ func Run(ctx context.Context, scenario string, opts Options, out io.Writer) erro
 			res, err := run(ctx, name)
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", name, err)
+			}
+			if res.Skipped == "" {
+				res.Extra["load_avg"] = loadAvg()
 			}
 			runs = append(runs, res)
 			if o.Runs > 1 {
@@ -278,6 +295,13 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 			return Result{Skipped: "the WAL mode needs PostgreSQL"}, nil
 		}
 		return benchWAL(ctx, o)
+	case "latency-load":
+		return benchLatencyLoad(ctx, t, o)
+	case "xmin":
+		if t.dialect != "postgres" {
+			return Result{Skipped: "the xmin horizon is PostgreSQL's"}, nil
+		}
+		return benchXmin(ctx, t, o)
 	}
 	return Result{}, fmt.Errorf("no scenario %q", name)
 }

@@ -174,3 +174,37 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyLoadAndXmin(t *testing.T) {
+	o := small(DBPgxV5, pgURL)
+	o.XminHold = time.Second
+	got := run(t, o, "latency-load", "xmin")
+	ll := got["latency-load"]
+	positive(t, ll, "events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms", "p999_ms", "max_ms", "measured",
+		"batch_events_per_s", "batch_ratio", "batch_p99_ms", "batch_p999_ms", "batch_measured", "load_avg")
+	if ll["baseline_per_s"] != float64(loadSingleRate) || ll["batch_baseline_per_s"] != float64(loadBatchRate) {
+		t.Errorf("latency-load offered %v and %v events/s, want %d and %d", ll["baseline_per_s"], ll["batch_baseline_per_s"],
+			loadSingleRate, loadBatchRate)
+	}
+	x := got["xmin"]
+	positive(t, x, "events_per_s", "baseline_per_s", "ratio", "free_p99_ms", "held_p99_ms", "p99_ratio",
+		"held_index_mib_after", "xmin_hold_s")
+	// The held snapshot keeps every row the relay deleted in the hold: vacuum cannot remove them, so the table's
+	// index still has an entry for each. Entries are counted with pgstattuple (-1 where it cannot be installed).
+	if e, n := x["held_index_entries_after"].(float64), o.XminHold.Seconds()*float64(o.Rate); e != -1 && e < n/2 {
+		t.Errorf("xmin: %v index entries after the hold, want at least %v of the %v events it deleted kept", e, n/2, n)
+	}
+}
+
+func TestScheduleIsOpenLoop(t *testing.T) {
+	s := newSchedule(1000, 10, time.Second)
+	s.start = time.Unix(100, 0)
+	for seq, want := range map[int]time.Duration{0: 0, 9: 0, 10: 10 * time.Millisecond, 25: 20 * time.Millisecond} {
+		if got := s.due(seq).Sub(s.start); got != want {
+			t.Errorf("due(%d) = start+%v, want start+%v: a transaction's events are due together, at first/rate", seq, got, want)
+		}
+	}
+	if seq, ok := payloadSeq(small(DBPgxV5, "").message(1234).Payload); !ok || seq != 1234 {
+		t.Errorf("payloadSeq = %d, %v; want 1234 read back from the payload", seq, ok)
+	}
+}

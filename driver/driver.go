@@ -124,6 +124,17 @@ type Claim interface {
 	Release(ctx context.Context) error
 }
 
+// ChainClaimer is a Claim that can settle and claim the next batch in one round trip to the database (PostgreSQL
+// through pgx). A relay draining a backlog settles each full batch with it instead of Settle and a new claim.
+type ChainClaimer interface {
+	Claim
+	// SettleAndClaim settles like Settle and, once the settle has committed, claims the next batch with p the way
+	// this claim was made (ordered or not). settleErr is the settle's error, as Settle returns it; nothing was
+	// claimed then. claimErr is the next claim's error, the settle being done; next is nil then. An empty next
+	// claim holds nothing.
+	SettleAndClaim(ctx context.Context, s Settlement, p ClaimParams) (next Claim, settleErr, claimErr error)
+}
+
 // Settlement is the outcome of one published batch.
 type Settlement struct {
 	// Published are the IDs the broker acknowledged.

@@ -88,3 +88,42 @@ func (t *pipelinedTx) end(ctx context.Context, stmt string, cause error) error {
 	}
 	return cause
 }
+
+// ExecCommitBeginQuery sends stmt, COMMIT, BEGIN and query in one batch; the next transaction keeps the
+// connection.
+func (t *pipelinedTx) ExecCommitBeginQuery(ctx context.Context, stmt string, stmtArgs []any, query string, args []any,
+	row func(scan func(...any) error) error) (sqlstore.PipelinedTx, error, error) {
+	var batch pgx.Batch
+	if stmt != "" {
+		batch.Queue(stmt, stmtArgs...)
+	}
+	batch.Queue("commit")
+	batch.Queue("begin")
+	batch.Queue(query, args...)
+	br := t.c.SendBatch(ctx, &batch)
+	var err error
+	if stmt != "" {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err != nil {
+		// The server skipped the rest of the batch, COMMIT included: end the transaction.
+		br.Close()
+		return nil, t.end(ctx, "rollback", explainPooler(err)), nil
+	}
+	t.done = true // committed: the connection passes to the next transaction
+	next := &pipelinedTx{conn: t.conn, c: t.c}
+	_, err = br.Exec()
+	if err == nil {
+		err = readRows(br, row)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, next.end(ctx, "rollback", explainPooler(err))
+	}
+	return next, nil, nil
+}

@@ -149,7 +149,7 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, wal, or all`},
+		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, inbox, latency-load, xmin, wal, or all`},
 		{[]string{"--db", "oracle://scott@127.0.0.1:1521/orcl"}, "the bench measures PostgreSQL (postgres://user:pass@host:5432/db), MySQL"},
 		{[]string{"--db", "mysql://root@127.0.0.1:3306/test", "--driver", "pgxv5"}, "MySQL is measured through databasesql only"},
 		{[]string{"--driver", "jdbc"}, `--driver "jdbc": use pgxv5 or databasesql`},
@@ -157,7 +157,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--db", "sqlite:bench.db?_pragma=foreign_keys(1)"}, "give only the file, sqlite:bench.db"},
 		{[]string{"--broker", "kafka://u:kafka-secret@127.0.0.1:9092"}, "the bench publishes to NATS only"},
 		{[]string{"--backlog", "-1"}, "--backlog is -1; use a positive number"},
-		{[]string{"--idle-window", "-1s"}, "--duration, --idle-window and --recheck-delay must not be negative"},
+		{[]string{"--idle-window", "-1s"}, "--duration, --idle-window, --recheck-delay and --xmin-hold must not be negative"},
 		{[]string{"--payload-bytes", "8"}, "--payload-bytes is 8; use at least 32"},
 	} {
 		// The database is unreachable: a usage error must come before any connection.

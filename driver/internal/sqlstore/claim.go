@@ -18,30 +18,42 @@ import (
 // failed settle) restores them all, so the guarantees are a locking claim's; the table takes one write per
 // published record instead of two (lock, then delete), as a hand-written DELETE ... RETURNING queue does.
 func (s *store[TTx]) Claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
-	skip := len(p.SkipTopics)
 	if p.DeletePublished && s.deleteClaim != "" && s.mayWriteBack(ctx) {
-		q := s.deleteClaim
-		if skip > 0 {
-			q = s.d.(deletingDialect).deleteClaimQuery(s.outbox, skip)
-		}
-		return s.claimWith(ctx, q, p, true)
+		return s.claimWith(ctx, s.deleteQuery, p, true, s.Claim)
 	}
-	q := s.claim
-	if skip > 0 {
-		q = s.d.claimQuery(s.outbox, false, false, skip)
-	}
-	return s.claimWith(ctx, q, p, false)
+	return s.claimWith(ctx, s.lockQuery, p, false, s.Claim)
 }
 
 // ClaimOrdered implements driver.OrderedClaimer with a head-of-line claim: a pending record is claimable when no
 // earlier record of its key blocks it (see each dialect's claimQuery).
 func (s *store[TTx]) ClaimOrdered(ctx context.Context, p driver.ClaimParams, deadHoldsKey bool) (driver.Claim, error) {
-	return s.claimWith(ctx, s.d.claimQuery(s.outbox, true, deadHoldsKey, len(p.SkipTopics)), p, false)
+	again := func(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
+		return s.ClaimOrdered(ctx, p, deadHoldsKey)
+	}
+	query := func(skip int) string { return s.d.claimQuery(s.outbox, true, deadHoldsKey, skip) }
+	return s.claimWith(ctx, query, p, false, again)
 }
 
-// claimWith claims with query, whose arguments are the time, the limit and the topics to skip (see claimArgs);
-// deleted says the query deletes what it returns.
-func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.ClaimParams, deleted bool) (driver.Claim, error) {
+// deleteQuery is the deleting claim skipping skip topics, lockQuery the locking one.
+func (s *store[TTx]) deleteQuery(skip int) string {
+	if skip > 0 {
+		return s.d.(deletingDialect).deleteClaimQuery(s.outbox, skip)
+	}
+	return s.deleteClaim
+}
+
+func (s *store[TTx]) lockQuery(skip int) string {
+	if skip > 0 {
+		return s.d.claimQuery(s.outbox, false, false, skip)
+	}
+	return s.claim
+}
+
+// claimWith claims with query(len(p.SkipTopics)), whose arguments are the time, the limit and the topics to skip
+// (see claimArgs); deleted says the query deletes what it returns, and again is the claim method that called it,
+// which SettleAndClaim calls again when it cannot chain.
+func (s *store[TTx]) claimWith(ctx context.Context, query func(skip int) string, p driver.ClaimParams, deleted bool,
+	again func(context.Context, driver.ClaimParams) (driver.Claim, error)) (driver.Claim, error) {
 	if !s.d.Capabilities().SkipLocked {
 		// One writer (SQLite): look before taking the write lock, so an idle relay never blocks producers.
 		if found, err := s.Claimable(ctx, p.Now); err != nil || !found {
@@ -49,10 +61,20 @@ func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.Claim
 		}
 	}
 	var recs []driver.Record
-	tx, err := s.beginQuery(ctx, query, s.d.claimArgs(s.d.timeArg(p.Now), p.Limit, p.SkipTopics), scanRecords(s.d, &recs))
+	tx, err := s.beginQuery(ctx, query(len(p.SkipTopics)), s.claimArgs(p), scanRecords(s.d, &recs))
 	if err != nil {
 		return nil, err
 	}
+	return s.held(ctx, tx, recs, &claim[TTx]{query: query, deleted: deleted, again: again})
+}
+
+func (s *store[TTx]) claimArgs(p driver.ClaimParams) []any {
+	return s.d.claimArgs(s.d.timeArg(p.Now), p.Limit, p.SkipTopics)
+}
+
+// held returns the claim of recs in tx, with like's query and kind: tx ended at once when recs is empty, recs
+// oldest first.
+func (s *store[TTx]) held(ctx context.Context, tx Tx, recs []driver.Record, like *claim[TTx]) (driver.Claim, error) {
 	if len(recs) == 0 {
 		// Nothing to hold: end the transaction now rather than keep a connection busy.
 		if err := tx.Rollback(ctx); err != nil {
@@ -60,10 +82,10 @@ func (s *store[TTx]) claimWith(ctx context.Context, query string, p driver.Claim
 		}
 		return emptyClaim{}, nil
 	}
-	if deleted && !slices.IsSortedFunc(recs, byID) {
+	if like.deleted && !slices.IsSortedFunc(recs, byID) {
 		slices.SortFunc(recs, byID) // RETURNING promises no order; Records are oldest first
 	}
-	return &claim[TTx]{s: s, tx: tx, recs: recs, deleted: deleted}, nil
+	return &claim[TTx]{s: s, tx: tx, recs: recs, query: like.query, deleted: like.deleted, again: like.again}, nil
 }
 
 // byID orders records by ID, which is their age: UUIDv7 text sorts as its time.
@@ -94,7 +116,9 @@ type claim[TTx any] struct {
 	s       *store[TTx]
 	tx      Tx
 	recs    []driver.Record
-	deleted bool // the claim's query deleted recs (see Claim)
+	query   func(skip int) string // the claim's query skipping skip topics, which SettleAndClaim runs again
+	deleted bool                  // the claim's query deleted recs (see Claim)
+	again   func(context.Context, driver.ClaimParams) (driver.Claim, error)
 }
 
 func (c *claim[TTx]) Records() []driver.Record { return c.recs }
@@ -163,8 +187,37 @@ type deletingDialect interface {
 // with their new attempt count, in the same transaction, and the commit makes the rest gone for good. A record
 // the settlement does not name is written back unchanged, as a locking claim would leave it.
 func (c *claim[TTx]) settleDeleted(ctx context.Context, st driver.Settlement) error {
+	q, args, err := c.restoreStatement(st)
+	if err != nil {
+		return rollback(ctx, c.tx, err)
+	}
+	if q == "" {
+		return c.tx.Commit(ctx)
+	}
+	if p, ok := c.tx.(PipelinedTx); ok {
+		err = p.ExecCommit(ctx, q, args...)
+	} else if _, err = c.tx.Exec(ctx, q, args...); err != nil {
+		err = rollback(ctx, c.tx, err)
+	} else {
+		err = c.tx.Commit(ctx)
+	}
+	c.checkDenied(err)
+	return err
+}
+
+// checkDenied makes the store claim by locking from now on when err says that writing back was refused: INSERT
+// was revoked since the store asked.
+func (c *claim[TTx]) checkDenied(err error) {
+	if c.deleted && denied(err) {
+		c.s.writeBack.Store(-1)
+	}
+}
+
+// restoreStatement is the statement writing back the records of a deleting claim that st does not publish, ""
+// when it publishes them all.
+func (c *claim[TTx]) restoreStatement(st driver.Settlement) (string, []any, error) {
 	if st.Keep {
-		return rollback(ctx, c.tx, errors.New("postbox: a claim made with DeletePublished cannot keep published records"))
+		return "", nil, errors.New("postbox: a claim made with DeletePublished cannot keep published records")
 	}
 	var back []driver.Record
 	if len(st.Published) != len(c.recs) || len(st.Failed) > 0 {
@@ -179,27 +232,56 @@ func (c *claim[TTx]) settleDeleted(ctx context.Context, st driver.Settlement) er
 		}
 	}
 	if len(back) == 0 {
-		return c.tx.Commit(ctx)
+		return "", nil, nil
 	}
 	failed := make(map[string]driver.Failure, len(st.Failed))
 	for _, f := range st.Failed {
 		failed[f.ID] = f
 	}
-	q, args, err := c.s.d.(deletingDialect).restore(c.s.outbox, back, failed)
-	if err != nil {
-		return rollback(ctx, c.tx, err)
+	return c.s.d.(deletingDialect).restore(c.s.outbox, back, failed)
+}
+
+// SettleAndClaim implements driver.ChainClaimer. Where the settle is at most one statement and the transaction
+// is pipelined (pgx), the settle, COMMIT, BEGIN and the next claim go to the server in one batch on the
+// connection the claim holds; otherwise it settles and claims one after the other.
+func (c *claim[TTx]) SettleAndClaim(ctx context.Context, st driver.Settlement, p driver.ClaimParams) (driver.Claim, error, error) {
+	ptx, chain := c.tx.(PipelinedTx)
+	var q string
+	var args []any
+	switch {
+	case !chain:
+	case c.deleted:
+		// A deleting claim chains while the store still claims by deleting (see mayWriteBack).
+		chain = c.s.writeBack.Load() == 1
+		var err error
+		if q, args, err = c.restoreStatement(st); err != nil {
+			return nil, rollback(ctx, c.tx, err), nil
+		}
+	default:
+		var one oneStatementSettler
+		if one, chain = c.s.d.(oneStatementSettler); chain {
+			q, args = one.settlement(c.s.outbox, st)
+		}
 	}
-	if p, ok := c.tx.(PipelinedTx); ok {
-		err = p.ExecCommit(ctx, q, args...)
-	} else if _, err = c.tx.Exec(ctx, q, args...); err != nil {
-		err = rollback(ctx, c.tx, err)
-	} else {
-		err = c.tx.Commit(ctx)
+	if !chain {
+		if err := c.Settle(ctx, st); err != nil {
+			return nil, err, nil
+		}
+		next, err := c.again(ctx, p)
+		return next, nil, err
 	}
-	if denied(err) {
-		c.s.writeBack.Store(-1) // INSERT was revoked since the store asked: claim by locking from now on
+	var recs []driver.Record
+	tx, settleErr, claimErr := ptx.ExecCommitBeginQuery(ctx, q, args, c.query(len(p.SkipTopics)), c.s.claimArgs(p),
+		scanRecords(c.s.d, &recs))
+	if settleErr != nil {
+		c.checkDenied(settleErr)
+		return nil, settleErr, nil
 	}
-	return err
+	if claimErr != nil {
+		return nil, nil, claimErr
+	}
+	next, err := c.s.held(ctx, tx, recs, c)
+	return next, nil, err
 }
 
 // denied reports whether err is the database refusing a statement for lack of a privilege (SQLSTATE 42501, as

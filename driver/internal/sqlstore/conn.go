@@ -92,7 +92,8 @@ func inTx(ctx context.Context, db DB, fn func(tx Conn) error) error {
 
 // Pipeliner is implemented by backends that can send several statements in one round trip (pgx batches). A claim
 // then begins its transaction together with its query, and settles together with its commit: two round trips a
-// batch instead of four, which shortens every relay cycle and so the latency from commit to publish.
+// batch instead of four, which shortens every relay cycle and so the latency from commit to publish. A relay with
+// a backlog settles and claims the next batch together (ExecCommitBeginQuery): one round trip a batch.
 type Pipeliner interface {
 	// BeginQuery begins a transaction and runs query in it, calling row for each result row, in one round trip.
 	// On error it ends the transaction.
@@ -104,4 +105,10 @@ type PipelinedTx interface {
 	Tx
 	// ExecCommit runs a statement and commits, in one round trip. On error it rolls the transaction back.
 	ExecCommit(ctx context.Context, query string, args ...any) error
+	// ExecCommitBeginQuery runs stmt (none when it is ""), commits, begins the next transaction and runs query in
+	// it, calling row for each result row, in one round trip. commitErr is the error of stmt or COMMIT; the
+	// transaction is then rolled back and nothing more ran. queryErr is the error of the next transaction, which
+	// is then ended; next is nil.
+	ExecCommitBeginQuery(ctx context.Context, stmt string, stmtArgs []any, query string, args []any,
+		row func(scan func(dest ...any) error) error) (next PipelinedTx, commitErr, queryErr error)
 }

@@ -2,8 +2,13 @@ package pgxv5_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -81,5 +86,167 @@ func TestPipelinedClaimAndSettleFailures(t *testing.T) {
 	}
 	if st, err := c.Stats(ctx); err != nil || st.Pending != 0 || rec.Distinct() != 2 {
 		t.Fatalf("after settling: %+v, %v, %d published", st, err, rec.Distinct())
+	}
+}
+
+// roundTrips counts what a pool sends to the server: each batch once, each statement outside a batch once.
+type roundTrips struct {
+	n       atomic.Int64
+	inBatch atomic.Int32
+}
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if c.inBatch.Load() == 0 {
+		c.n.Add(1)
+	}
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	c.inBatch.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	c.inBatch.Add(-1)
+}
+
+// A relay draining a backlog settles each full batch and claims the next one in the same round trip, written-back
+// failures included, and still publishes every message.
+func TestRelaySettlesAndClaimsInOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := drivertest.Client(t, pgxv5.New(pool), nil)
+	const n, batch = 100, 10
+	msgs := make([]postbox.Message, n)
+	for i := range msgs {
+		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, failing := range []bool{false, true} {
+		rec := &postboxtest.Recorder{}
+		if failing {
+			// The messages whose number ends in 7 fail once: the settle writes each back, with the next claim in the
+			// same batch.
+			var mu sync.Mutex
+			seen := map[string]bool{}
+			rec.Fail = func(r postbox.Record) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Payload[len(r.Payload)-2] == '7' && !seen[r.ID] {
+					seen[r.ID] = true
+					return errors.New("refused once")
+				}
+				return nil
+			}
+			if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// No look after the backlog while counting; short ones when failures come back a moment later.
+		rcfg := &postbox.RelayConfig{BatchSize: batch, Workers: 1, DisableListen: true, PollInterval: time.Minute,
+			RecheckDelay: time.Minute, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
+		if failing {
+			rcfg.PollInterval, rcfg.RecheckDelay = 10*time.Millisecond, time.Millisecond
+		}
+		relay, err := postbox.NewRelay(c, rec, rcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		before := trips.n.Load()
+		go func() { done <- relay.Run(runCtx) }()
+		ok := rec.WaitDistinct(ctx, n, 30*time.Second)
+		stop()
+		if err := <-done; err != nil || !ok {
+			t.Fatalf("failing=%v: %d of %d published (%v)", failing, rec.Distinct(), n, err)
+		}
+		if failing {
+			continue // the retries' claims and backoffs make the count depend on timing
+		}
+		// Ten full batches: the first claim, then a settle with the next claim for each (the last finding none),
+		// and a claim finding nothing, each ending its empty transaction. Settling and claiming apart takes 23.
+		if got := trips.n.Load() - before; got > 16 {
+			t.Errorf("draining %d batches took %d round trips, want at most 16: each settle carries the next claim", n/batch, got)
+		}
+	}
+	if st, err := c.Stats(ctx); err != nil || st.Pending != 0 || st.Dead != 0 {
+		t.Fatalf("after draining: %+v, %v; want nothing pending or dead", st, err)
+	}
+}
+
+// A settle refused at COMMIT while it carries the next claim ends the transaction with nothing claimed: the batch
+// is pending again, no connection stays held, and the relay drains everything once the database accepts.
+func TestRelayChainedSettleRefused(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := drivertest.Client(t, pgxv5.New(pool), nil)
+	table := c.Config().Table
+	if _, err := pool.Exec(ctx, `CREATE FUNCTION pbt_refuse_chain() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'settle refused'; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Exec(context.Background(), "DROP FUNCTION pbt_refuse_chain() CASCADE")
+	if _, err := pool.Exec(ctx, `CREATE CONSTRAINT TRIGGER pbt_refuse_chain AFTER DELETE ON "`+table+`"
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pbt_refuse_chain()`); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]postbox.Message, 30)
+	for i := range msgs {
+		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
+	}
+	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+		t.Fatal(err)
+	}
+	rec := &postboxtest.Recorder{}
+	relay, err := postbox.NewRelay(c, rec, &postbox.RelayConfig{BatchSize: 10, Workers: 1, DisableListen: true,
+		PollInterval: 10 * time.Millisecond, RecheckDelay: time.Millisecond, ErrorBackoffBase: time.Millisecond,
+		ErrorBackoffMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for relay.Stats().Errors < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := relay.Stats(); st.Errors < 3 || st.Batches != 0 {
+		t.Fatalf("relay with every settle refused: %+v; want failed settles and none settled", st)
+	}
+	if _, err := pool.Exec(ctx, `DROP TRIGGER pbt_refuse_chain ON "`+table+`"`); err != nil {
+		t.Fatal(err)
+	}
+	ok := rec.WaitDistinct(ctx, len(msgs), 30*time.Second)
+	stop()
+	if err := <-done; err != nil || !ok {
+		t.Fatalf("after the trigger went: %d of %d published (%v)", rec.Distinct(), len(msgs), err)
+	}
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("%d connections still held after the relay stopped", n)
+	}
+	if st, err := c.Stats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("after draining: %+v, %v; want nothing pending", st, err)
 	}
 }
