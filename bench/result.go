@@ -80,7 +80,7 @@ func (r Result) write(w io.Writer, asJSON bool) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %-11s", r.Scenario, r.DB)
+	fmt.Fprintf(&b, "%-12s %-11s", r.Scenario, r.DB)
 	if r.Skipped != "" {
 		fmt.Fprintf(&b, " skipped: %s\n", r.Skipped)
 		_, err := io.WriteString(w, b.String())

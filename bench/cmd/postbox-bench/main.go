@@ -198,9 +198,9 @@ func redactURL(raw string) string {
 func benchScenarioList() string {
 	var b strings.Builder
 	for _, s := range bench.Scenarios() {
-		fmt.Fprintf(&b, "  %-11s %s\n", s, bench.Describe(s))
+		fmt.Fprintf(&b, "  %-13s %s\n", s, bench.Describe(s))
 	}
-	fmt.Fprintf(&b, "  %-11s %s", "all", "every scenario above but xmin, in this order (the default)")
+	fmt.Fprintf(&b, "  %-13s %s", "all", "every scenario above but xmin, in this order (the default)")
 	return b.String()
 }
 
