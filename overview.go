@@ -19,6 +19,14 @@ type Overview struct {
 	// Pending, Dead and Published count the records in each state, up to the limit given to Overview (More set
 	// beyond it). Published counts only records kept with RelayConfig.KeepPublished.
 	Pending, Dead, Published Count
+	// Ready and Scheduled split Pending: Ready counts the messages due now (AvailableAt not after now), Scheduled
+	// those never attempted and due later (EnqueueOptions.Delay or At). The rest of Pending wait for a retry
+	// after a failed attempt. When Pending has More they are counted over the oldest limit pending messages and
+	// have More set: there may be more of each beyond them.
+	Ready, Scheduled Count
+	// Recent covers the messages published in the last RecentWindow, from the records kept with
+	// RelayConfig.KeepPublished; zero when none are kept.
+	Recent Recent
 	// PendingEstimate, DeadEstimate and PublishedEstimate are the database's own row estimates for each state,
 	// from its statistics, free to read at any size: on PostgreSQL the reltuples of the partial index of that
 	// state, as of the last VACUUM or ANALYZE (autovacuum keeps them within about a tenth of the truth on a busy
@@ -38,6 +46,52 @@ type Overview struct {
 	Paused []PausedTopic
 }
 
+// RecentWindow is the span of Overview.Recent.
+const RecentWindow = 5 * time.Minute
+
+// RecentLimit is the most kept published records Overview reads for Overview.Recent.
+const RecentLimit = 1000
+
+// Recent describes the messages published lately, from the published records kept with
+// RelayConfig.KeepPublished. Relays that delete what they publish leave nothing to read here: their figures
+// reach a program only through RelayConfig.Observer.
+type Recent struct {
+	// Published counts the kept records published in the last RecentWindow, up to the smaller of RecentLimit and
+	// Overview's limit (More set beyond it).
+	Published Count
+	// Span is the time the figures cover, ending now: RecentWindow, or less when Published has More (from the
+	// publication of the first record left unread).
+	Span time.Duration
+	// PerSecond is Published.N over Span.
+	PerSecond float64
+	// LatencyP50 and LatencyP95 are percentiles of the enqueue-to-publish time (publication minus creation) of
+	// the records counted; zero when none. A message enqueued with a delay counts its delay.
+	LatencyP50, LatencyP95 time.Duration
+}
+
+// recent summarises rows, the newest published records since now-RecentWindow, newest first, read with a cap
+// of limit+1.
+func recent(rows []driver.PublishedTimes, now time.Time, limit int) Recent {
+	r := Recent{Published: capped(int64(len(rows)), int64(limit)), Span: RecentWindow}
+	if r.Published.More {
+		r.Span = now.Sub(rows[limit].PublishedAt)
+		rows = rows[:limit]
+	}
+	if len(rows) == 0 {
+		return r
+	}
+	if r.Span > 0 {
+		r.PerSecond = float64(len(rows)) / r.Span.Seconds()
+	}
+	lat := make([]time.Duration, len(rows))
+	for i, row := range rows {
+		lat[i] = row.PublishedAt.Sub(row.CreatedAt)
+	}
+	slices.Sort(lat)
+	r.LatencyP50, r.LatencyP95 = lat[len(lat)*50/100], lat[min(len(lat)-1, len(lat)*95/100)]
+	return r
+}
+
 // TopicOverview is one topic's share of the records Overview read.
 type TopicOverview struct {
 	Topic         string
@@ -47,8 +101,10 @@ type TopicOverview struct {
 }
 
 // Overview summarises the outbox in a bounded number of reads: each count reads at most limit+1 index entries
-// (0 means DefaultOverviewLimit), the lag one record, and the statistics estimates a catalogue row. It costs a
-// few tens of milliseconds at a million pending records with the default limit.
+// (0 means DefaultOverviewLimit), the per-topic breakdowns and the ready and scheduled split the oldest limit
+// pending and dead records, the lag one record, Recent at most RecentLimit+1 published records, and the
+// statistics estimates a catalogue row. It costs a few tens of milliseconds at a million pending records with
+// the default limit.
 func (c *Client[TTx]) Overview(ctx context.Context, limit int64) (Overview, error) {
 	if limit <= 0 {
 		limit = DefaultOverviewLimit
@@ -58,12 +114,21 @@ func (c *Client[TTx]) Overview(ctx context.Context, limit int64) (Overview, erro
 		return Overview{}, err
 	}
 	now := c.cfg.Clock.Now()
-	o, err := op.Overview(ctx, driver.OverviewParams{Now: now, Limit: limit})
+	recentLimit := int(min(limit, RecentLimit))
+	o, err := op.Overview(ctx, driver.OverviewParams{Now: now, Limit: limit, RecentSince: now.Add(-RecentWindow), RecentLimit: recentLimit + 1})
 	if err != nil {
 		return Overview{}, fmt.Errorf("postbox: overview: %w", err)
 	}
 	out := Overview{Pending: capped(o.Pending, limit), Dead: capped(o.Dead, limit), Published: capped(o.Published, limit),
 		PendingEstimate: o.PendingEstimate, DeadEstimate: o.DeadEstimate, PublishedEstimate: o.PublishedEstimate}
+	if o.Published > 0 {
+		out.Recent = recent(o.Recent, now, recentLimit)
+	}
+	for _, t := range o.Topics {
+		out.Ready.N += t.Ready
+		out.Scheduled.N += t.Scheduled
+	}
+	out.Ready.More, out.Scheduled.More = out.Pending.More, out.Pending.More
 	if o.NextID != "" {
 		out.OldestReady = o.NextAvailableAt
 		if o.NextAttempts > 0 {

@@ -20,8 +20,12 @@ type overviewDB struct {
 	Ov     postbox.Overview
 	Rate   float64 // published per second at the last sample, -1 when unknown
 	Relays relayFigures
-	Charts []template.HTML
-	Paused map[string]postbox.PausedTopic // by topic
+	// P50 and P95 are the enqueue-to-publish latency, from the relays that report to the console when they do,
+	// else from the kept published messages; zero when neither has any. FromRelays tells which.
+	P50, P95   time.Duration
+	FromRelays bool
+	Charts     []template.HTML
+	Paused     map[string]postbox.PausedTopic // by topic
 }
 
 type overviewData struct {
@@ -39,6 +43,7 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 			s := c.current(r.Context(), name)
 			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Relays: s.Relays, Charts: c.charts(name),
 				Paused: map[string]postbox.PausedTopic{}}
+			dbs[i].P50, dbs[i].P95, dbs[i].FromRelays = s.latency()
 			for _, p := range s.Ov.Paused {
 				dbs[i].Paused[p.Topic] = p
 			}
@@ -48,8 +53,8 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 	return overviewData{DBs: dbs, Interval: int(c.cfg.SampleInterval / time.Millisecond)}
 }
 
-// charts draws a database's recent history: messages waiting (pending and dead), the publish rate when relays
-// report to the console or keep published messages, and the enqueue-to-publish latency when relays report.
+// charts draws a database's recent history: messages waiting (pending and dead), and the publish rate and the
+// enqueue-to-publish latency when relays report to the console or keep published messages.
 func (c *Console) charts(name string) []template.HTML {
 	ss := c.hist.samples(name)
 	if len(ss) < 2 {
@@ -71,9 +76,9 @@ func (c *Console) charts(name string) []template.HTML {
 		if s.Rate >= 0 {
 			published.Points = append(published.Points, point{s.At, s.Rate})
 		}
-		if s.Relays.P95 > 0 {
-			p50.Points = append(p50.Points, point{s.At, float64(s.Relays.P50) / float64(time.Millisecond)})
-			p95.Points = append(p95.Points, point{s.At, float64(s.Relays.P95) / float64(time.Millisecond)})
+		if l50, l95, _ := s.latency(); l95 > 0 {
+			p50.Points = append(p50.Points, point{s.At, float64(l50) / float64(time.Millisecond)})
+			p95.Points = append(p95.Points, point{s.At, float64(l95) / float64(time.Millisecond)})
 		}
 	}
 	out := []template.HTML{chart("messages waiting", []series{pending, dead}, from, now)}
@@ -112,6 +117,8 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 		At                 time.Time `json:"at"`
 		Error              string    `json:"error,omitempty"`
 		Pending            count     `json:"pending"`
+		Ready              count     `json:"ready"`
+		Scheduled          count     `json:"scheduled"`
 		Dead               count     `json:"dead"`
 		Published          count     `json:"published"`
 		PublishedPerSecond *float64  `json:"published_per_second,omitempty"`
@@ -125,7 +132,8 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 	out := make([]db, len(d.DBs))
 	for i, o := range d.DBs {
 		out[i] = db{Name: o.Name, At: o.At, Error: o.Err, Topics: []topic{},
-			Pending: count(o.Ov.Pending), Dead: count(o.Ov.Dead), Published: count(o.Ov.Published)}
+			Pending: count(o.Ov.Pending), Ready: count(o.Ov.Ready), Scheduled: count(o.Ov.Scheduled), Dead: count(o.Ov.Dead),
+			Published: count(o.Ov.Published)}
 		if o.Rate >= 0 {
 			out[i].PublishedPerSecond = &o.Rate
 		}
@@ -133,8 +141,8 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 			age := time.Since(o.Ov.OldestReady).Seconds()
 			out[i].OldestReadySeconds = &age
 		}
-		if o.Relays.P95 > 0 {
-			p50, p95 := o.Relays.P50.Seconds(), o.Relays.P95.Seconds()
+		if o.P95 > 0 {
+			p50, p95 := o.P50.Seconds(), o.P95.Seconds()
 			out[i].LatencyP50Seconds, out[i].LatencyP95Seconds = &p50, &p95
 		}
 		for _, r := range o.Relays.Relays {

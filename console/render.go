@@ -101,6 +101,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 var funcs = template.FuncMap{
 	"num":  formatNum,
 	"ago":  ago,
+	"span": age,
 	"time": formatTime,
 	"short": func(s string, n int) string {
 		s = strings.Join(strings.Fields(s), " ")

@@ -12,8 +12,9 @@ import (
 type sample struct {
 	At time.Time
 	Ov postbox.Overview
-	// Rate is messages published per second since the previous sample, from the change in the count of kept
-	// published messages; -1 when unknown (no previous sample, counts past the cap, or nothing kept).
+	// Rate is messages published per second: what the relays that report to the console published since the
+	// previous sample when some do, else the rate of the kept published messages over the last
+	// postbox.RecentWindow (Overview.Recent); -1 when unknown (neither).
 	Rate float64
 	// Relays are the figures of the relays that report to the console (Console.Observer) since the previous
 	// sample.
@@ -105,6 +106,9 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	defer cancel()
 	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
 	s := sample{At: time.Now(), Ov: ov, Rate: -1}
+	if err == nil && ov.Recent.Span > 0 {
+		s.Rate = ov.Recent.PerSecond
+	}
 	s.Relays = c.relays.take(name, s.At, relayForget)
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
@@ -120,21 +124,26 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 // relayForget is how long a relay that reported to the console stays listed after its last batch.
 const relayForget = time.Minute
 
-// rate returns the published-per-second figure between prev and s, or -1: what the observed relays reported
-// when some do, else the change in the count of kept published messages.
+// rate returns the published-per-second figure between prev and s: what the observed relays reported when some
+// do, else s's own figure from the kept published messages.
 func rate(prev, s sample) float64 {
-	if s.Relays.Observed {
-		if dt := s.At.Sub(prev.At).Seconds(); dt > 0 {
-			return float64(s.Relays.Published) / dt
-		}
-		return -1
+	if !s.Relays.Observed {
+		return s.Rate
 	}
-	dt := s.At.Sub(prev.At).Seconds()
-	p, q := prev.Ov.Published, s.Ov.Published
-	if prev.Err != "" || s.Err != "" || dt <= 0 || p.More || q.More || q.N < p.N || (p.N == 0 && q.N == 0) {
-		return -1
+	if dt := s.At.Sub(prev.At).Seconds(); dt > 0 {
+		return float64(s.Relays.Published) / dt
 	}
-	return float64(q.N-p.N) / dt
+	return -1
+}
+
+// latency returns the enqueue-to-publish percentiles of the sample and where they come from: the relays that
+// report to the console when some published in the last minute, else the kept published messages of the last
+// postbox.RecentWindow. Zero when neither has any.
+func (s sample) latency() (p50, p95 time.Duration, observed bool) {
+	if s.Relays.P95 > 0 {
+		return s.Relays.P50, s.Relays.P95, true
+	}
+	return s.Ov.Recent.LatencyP50, s.Ov.Recent.LatencyP95, false
 }
 
 // current returns the database's figures: the sampler's latest when fresh, else measured now.

@@ -68,8 +68,13 @@ type ReplayFilter struct {
 type OverviewParams struct {
 	Now time.Time
 	// Limit caps each count: a count reads at most Limit+1 index entries, and a count above Limit means "more".
-	// The per-topic breakdowns cover the oldest Limit pending and dead records.
+	// The per-topic breakdowns, and the split of pending records into ready and scheduled, cover the oldest
+	// Limit pending and dead records.
 	Limit int64
+	// RecentSince and RecentLimit ask for the newest published records kept since RecentSince, at most
+	// RecentLimit of them (none when 0), newest first.
+	RecentSince time.Time
+	RecentLimit int
 }
 
 // Overview is what Store.Overview returns.
@@ -87,12 +92,22 @@ type Overview struct {
 	// Topics are the per-topic counts among the oldest Limit pending and the oldest Limit dead records, in topic
 	// order.
 	Topics []TopicSample
+	// Recent are the published records asked for by RecentSince and RecentLimit, newest first.
+	Recent []PublishedTimes
+}
+
+// PublishedTimes are the creation and publication times of one kept published record.
+type PublishedTimes struct {
+	CreatedAt, PublishedAt time.Time
 }
 
 // TopicSample is one topic's share of the records Overview read.
 type TopicSample struct {
 	Topic         string
 	Pending, Dead int64
+	// Ready counts the pending records that are due (AvailableAt not after Now); Scheduled those never attempted
+	// and not yet due. The rest of Pending wait for a retry.
+	Ready, Scheduled int64
 }
 
 // InboxMinute counts one consumer's claims received in one minute.

@@ -22,6 +22,7 @@ func testOperator[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	t.Run("ResendEdited", func(t *testing.T) { testResendEdited(t, newDriver) })
 	t.Run("PauseTopic", func(t *testing.T) { testPauseTopic(t, newDriver) })
 	t.Run("Overview", func(t *testing.T) { testOverview(t, newDriver, opts) })
+	t.Run("OverviewReadyScheduledRecent", func(t *testing.T) { testOverviewSplit(t, newDriver) })
 	t.Run("InboxView", func(t *testing.T) { testInboxView(t, newDriver) })
 }
 
@@ -467,6 +468,63 @@ func testOverview[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	if err != nil || o.PendingEstimate != 3 || o.DeadEstimate != 2 || o.PublishedEstimate != 7 {
 		t.Fatalf("estimates after ANALYZE = %d pending, %d dead, %d published (%v); want 3, 2, 7",
 			o.PendingEstimate, o.DeadEstimate, o.PublishedEstimate, err)
+	}
+}
+
+// testOverviewSplit checks the split of pending messages into ready and scheduled, and the figures of the
+// messages published lately.
+func testOverviewSplit[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
+	ctx := context.Background()
+	clock := postboxtest.NewClock(time.Now().UTC().Truncate(time.Second))
+	c := Client(t, newDriver(t), Tables(clock))
+	enqueue(t, c, postbox.Message{Topic: "flaky", Type: "test.event"})
+	enqueue(t, c, messages(4, "invoices")...)
+	clock.Advance(30 * time.Second)
+	flaky := &postboxtest.Recorder{Fail: func(r postbox.Record) error {
+		if r.Topic == "flaky" {
+			return errors.New("broker unavailable")
+		}
+		return nil
+	}}
+	drain(t, relay(t, c, flaky, &postbox.RelayConfig{KeepPublished: true, BackoffBase: time.Hour, BackoffMax: time.Hour}))
+	enqueue(t, c, messages(2, "orders")...)
+	enqueue(t, c, postbox.Message{Topic: "reminders", Type: "reminder.due", AvailableAt: clock.Now().Add(time.Hour)})
+	clock.Advance(10 * time.Second)
+
+	o, err := c.Overview(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Pending != (postbox.Count{N: 4}) || o.Ready != (postbox.Count{N: 2}) || o.Scheduled != (postbox.Count{N: 1}) {
+		t.Fatalf("pending %v, ready %v, scheduled %v; want 4, 2 (orders), 1 (the reminder; the failed message waits for a retry)",
+			o.Pending, o.Ready, o.Scheduled)
+	}
+	want := postbox.Recent{Published: postbox.Count{N: 4}, Span: postbox.RecentWindow, PerSecond: 4 / postbox.RecentWindow.Seconds(),
+		LatencyP50: 30 * time.Second, LatencyP95: 30 * time.Second}
+	if o.Recent != want {
+		t.Fatalf("Recent = %+v, want %+v", o.Recent, want)
+	}
+
+	// Capped at 2: the split covers the two oldest pending (the failed message and the first order), and the
+	// recent figures the two newest published, over the time since the first one left unread.
+	o, err = c.Overview(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Ready != (postbox.Count{N: 1, More: true}) || o.Scheduled != (postbox.Count{N: 0, More: true}) {
+		t.Fatalf("Overview(limit 2) ready %v, scheduled %v; want 1 and 0 of the oldest two, with more", o.Ready, o.Scheduled)
+	}
+	if o.Recent.Published != (postbox.Count{N: 2, More: true}) || o.Recent.Span != 10*time.Second || o.Recent.PerSecond != 0.2 {
+		t.Fatalf("Overview(limit 2) recent = %+v; want 2 and more, over the 10s since their publication", o.Recent)
+	}
+
+	clock.Advance(postbox.RecentWindow)
+	o, err = c.Overview(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (postbox.Recent{Span: postbox.RecentWindow}); o.Recent != want {
+		t.Fatalf("Recent %s later = %+v, want %+v: nothing published in the window", postbox.RecentWindow, o.Recent, want)
 	}
 }
 

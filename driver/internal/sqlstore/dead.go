@@ -58,8 +58,9 @@ func (s *store[TTx]) deadWhere(f driver.DeadFilter, a *args) string {
 	return where
 }
 
-// ListDead reads in id order (descending for f.Newest) from the index of dead records by id (PostgreSQL, SQLite)
-// or by status and id (MySQL), so a page costs its own rows whatever the number of dead records.
+// ListDead reads in id order (descending for f.Newest) from the index of dead records by id, by topic and id or by
+// key and id (PostgreSQL, SQLite) or by status and id (MySQL), so a page costs its own rows whatever the number of
+// dead records.
 func (s *store[TTx]) ListDead(ctx context.Context, f driver.DeadFilter) ([]driver.Record, error) {
 	if f.Empty() {
 		return nil, nil
@@ -88,7 +89,9 @@ func (s *store[TTx]) CountDead(ctx context.Context, f driver.DeadFilter, limit i
 	}
 	a := &args{d: s.d}
 	where := s.deadWhere(f, a)
-	return s.countUpTo(ctx, "SELECT 1 FROM "+s.d.statusScan(s.outbox)+where, a, limit)
+	// Ordered by id, as the indexes of dead records are (by id, by topic and id, by key and id), so that the
+	// count reads index entries in their order and stops after limit+1; unordered, PostgreSQL may scan the table.
+	return s.countUpTo(ctx, "SELECT 1 FROM "+s.d.statusScan(s.outbox)+where+" ORDER BY o.id", a, limit)
 }
 
 // countUpTo counts the rows of query, reading at most limit+1 of them.

@@ -23,15 +23,18 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 		status string
 		n, est *int64
 		index  string
+		order  string
 	}{
-		{"pending", &o.Pending, &o.PendingEstimate, "_pending_idx"},
-		{"dead", &o.Dead, &o.DeadEstimate, "_dead_id_idx"},
-		{"published", &o.Published, &o.PublishedEstimate, "_published_idx"},
+		{"pending", &o.Pending, &o.PendingEstimate, "_pending_idx", "o.id"},
+		{"dead", &o.Dead, &o.DeadEstimate, "_dead_id_idx", "o.id"},
+		{"published", &o.Published, &o.PublishedEstimate, "_published_idx", "o.published_at"},
 	} {
 		// The status is written into the statement, not passed: a partial index serves only a condition the
-		// planner can see, and a generic plan sees no parameter's value.
+		// planner can see, and a generic plan sees no parameter's value. The order is the column of the state's
+		// index: without it PostgreSQL, taking the state's rows to be spread evenly through the table, may
+		// choose to scan the table for the first Limit of them.
 		a := &args{d: s.d}
-		n, err := s.countUpTo(ctx, "SELECT 1 FROM "+s.d.statusScan(s.outbox)+" WHERE o.status = '"+c.status+"'", a, p.Limit)
+		n, err := s.countUpTo(ctx, "SELECT 1 FROM "+s.d.statusScan(s.outbox)+" WHERE o.status = '"+c.status+"' ORDER BY "+c.order, a, p.Limit)
 		if err != nil {
 			return o, err
 		}
@@ -58,12 +61,14 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 	topics := map[string]*driver.TopicSample{}
 	for _, status := range []string{"pending", "dead"} {
 		a := &args{d: s.d}
-		q := "SELECT h.topic, count(*) FROM (SELECT o.topic FROM " + s.d.statusScan(s.outbox) +
+		q := "SELECT h.topic, count(*), SUM(CASE WHEN h.available_at <= " + a.add(s.d.timeArg(p.Now)) + " THEN 1 ELSE 0 END)," +
+			" SUM(CASE WHEN h.attempts = 0 AND h.available_at > " + a.add(s.d.timeArg(p.Now)) + " THEN 1 ELSE 0 END)" +
+			" FROM (SELECT o.topic, o.available_at, o.attempts FROM " + s.d.statusScan(s.outbox) +
 			" WHERE o.status = '" + status + "' ORDER BY o.id LIMIT " + a.add(p.Limit) + ") AS h GROUP BY h.topic"
 		err := s.b.Pool().Query(ctx, q, a.list, func(scan func(...any) error) error {
 			var topic string
-			var n int64
-			if err := scan(&topic, &n); err != nil {
+			var n, ready, scheduled int64
+			if err := scan(&topic, &n, &ready, &scheduled); err != nil {
 				return err
 			}
 			t := topics[topic]
@@ -72,7 +77,7 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 				topics[topic] = t
 			}
 			if status == "pending" {
-				t.Pending = n
+				t.Pending, t.Ready, t.Scheduled = n, ready, scheduled
 			} else {
 				t.Dead = n
 			}
@@ -84,6 +89,25 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 	}
 	for _, t := range topics {
 		o.Topics = append(o.Topics, *t)
+	}
+	if p.RecentLimit > 0 {
+		// Newest first through the index of published records by publication time, so the read stops after
+		// RecentLimit entries whatever the number kept.
+		a := &args{d: s.d}
+		q := "SELECT o.created_at, o.published_at FROM " + s.outbox + " AS o WHERE o.status = 'published'" +
+			" AND o.published_at >= " + a.add(s.d.timeArg(p.RecentSince)) + " ORDER BY o.published_at DESC LIMIT " + a.add(p.RecentLimit)
+		err := s.b.Pool().Query(ctx, q, a.list, func(scan func(...any) error) error {
+			created, createdDest := s.d.timeDest()
+			published, publishedDest := s.d.timeDest()
+			if err := scan(createdDest, publishedDest); err != nil {
+				return err
+			}
+			o.Recent = append(o.Recent, driver.PublishedTimes{CreatedAt: created(), PublishedAt: published()})
+			return nil
+		})
+		if err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }

@@ -24,6 +24,8 @@ func TestOverviewShowsBacklog(t *testing.T) {
 	e.enqueue(msgs(1200, orders, "order.created")...)
 	e.enqueue(msgs(340, invoices, "invoice.issued")...)
 	e.waitText(`section.db [data-stat=pending]`, "1\u202f540")
+	e.waitText(`section.db [data-stat=ready]`, "1\u202f540")
+	e.waitText(`section.db [data-stat=scheduled]`, "0")
 	e.waitText(fmt.Sprintf(`tr[data-topic=%q] [data-stat=pending]`, orders), "1\u202f200")
 	// A few more samples draw the chart's line.
 	time.Sleep(time.Second)

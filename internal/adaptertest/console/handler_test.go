@@ -20,6 +20,7 @@ import (
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/driver/drivertest"
 	"github.com/postbox-go/postbox/driver/pgxv5"
+	"github.com/postbox-go/postbox/postboxtest"
 )
 
 // handlerEnv serves a console over fresh tables, without a browser.
@@ -171,15 +172,12 @@ func TestHandlerRefusals(t *testing.T) {
 	}
 }
 
-// TestHandlerOverviewJSON: the JSON endpoint reports what waits.
+// TestHandlerOverviewJSON: the JSON endpoint reports what waits, ready and scheduled apart, and the publish
+// rate and latency of the kept published messages when no relay reports to the console.
 func TestHandlerOverviewJSON(t *testing.T) {
 	srv, client := handlerEnv(t, console.Config{})
-	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) error {
-		return client.EnqueueBatch(ctx, tx, msgs(7, "orders", "order.created"))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	publishKept(t, client, 3)
+	enqueueScheduled(t, client, 7, 2)
 	resp, err := http.Get(srv.URL + "/ops/postbox/api/overview")
 	if err != nil {
 		t.Fatal(err)
@@ -187,9 +185,13 @@ func TestHandlerOverviewJSON(t *testing.T) {
 	defer resp.Body.Close()
 	var out struct {
 		Databases []struct {
-			Name    string
-			Pending struct{ N int64 }
-			Topics  []struct {
+			Name                      string
+			Pending, Ready, Scheduled struct{ N int64 }
+			Published                 struct{ N int64 }
+			PublishedPerSecond        *float64 `json:"published_per_second"`
+			LatencyP95Seconds         *float64 `json:"latency_p95_seconds"`
+			Relays                    []string
+			Topics                    []struct {
 				Topic   string
 				Pending int64
 			}
@@ -198,8 +200,97 @@ func TestHandlerOverviewJSON(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Databases) != 1 || out.Databases[0].Pending.N != 7 || len(out.Databases[0].Topics) != 1 || out.Databases[0].Topics[0].Pending != 7 {
-		t.Errorf("overview JSON %+v, want main with 7 pending on orders", out)
+	if len(out.Databases) != 1 {
+		t.Fatalf("overview JSON %+v, want one database", out)
+	}
+	db := out.Databases[0]
+	if db.Pending.N != 9 || db.Ready.N != 7 || db.Scheduled.N != 2 || len(db.Topics) != 1 || db.Topics[0].Pending != 9 {
+		t.Errorf("overview JSON %+v, want 9 pending on orders: 7 ready, 2 scheduled", db)
+	}
+	if db.Published.N != 3 || db.PublishedPerSecond == nil || *db.PublishedPerSecond <= 0 || db.LatencyP95Seconds == nil || len(db.Relays) != 0 {
+		t.Errorf("overview JSON %+v, want 3 kept published, a publish rate and a latency from them, and no relay seen", db)
+	}
+}
+
+// TestHandlerOverviewStandalone: without relays reporting to it, the overview says what its publish figures
+// need, then shows them once published messages are kept.
+func TestHandlerOverviewStandalone(t *testing.T) {
+	// Without Run, a page load samples the database unless the last sample is younger than two intervals.
+	srv, client := handlerEnv(t, console.Config{SampleInterval: time.Millisecond})
+	page := func() string {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/ops/postbox/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	note := func(page, name string) string {
+		m := regexp.MustCompile(`data-note="` + name + `">([^<]*)`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("the overview has no %s note:\n%s", name, page)
+		}
+		return m[1]
+	}
+	p := page()
+	for _, name := range []string{"rate", "latency"} {
+		if n := note(p, name); n != "needs RelayConfig.KeepPublished or Console.Observer" {
+			t.Errorf("%s note with nothing kept = %q, want what it needs", name, n)
+		}
+	}
+	if n := note(p, "relays"); !strings.Contains(n, "needs Console.Observer") {
+		t.Errorf("relays note = %q, want that it needs Console.Observer", n)
+	}
+
+	publishKept(t, client, 3)
+	enqueueScheduled(t, client, 7, 2)
+	p = page()
+	for stat, want := range map[string]string{"pending": "9", "ready": "7", "scheduled": "2"} {
+		if !strings.Contains(p, `data-stat="`+stat+`">`+want+`<`) {
+			t.Errorf("the overview does not show %s %s:\n%s", want, stat, p)
+		}
+	}
+	if n := note(p, "rate"); !strings.Contains(n, "from 3 kept") {
+		t.Errorf("rate note = %q, want the rate from the 3 kept published messages", n)
+	}
+	if n := note(p, "latency"); !strings.Contains(n, "kept messages") {
+		t.Errorf("latency note = %q, want the latency of the kept published messages", n)
+	}
+}
+
+// publishKept enqueues n messages on "invoices" and publishes them with a relay that keeps them.
+func publishKept(t *testing.T, client *postbox.Client[pgxTx], n int) {
+	t.Helper()
+	ctx := context.Background()
+	err := client.InTx(ctx, func(ctx context.Context, tx pgxTx) error {
+		return client.EnqueueBatch(ctx, tx, msgs(n, "invoices", "invoice.issued"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postbox.NewRelay(client, &postboxtest.Recorder{}, &postbox.RelayConfig{KeepPublished: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enqueueScheduled enqueues ready messages due now and scheduled ones due in an hour, on "orders".
+func enqueueScheduled(t *testing.T, client *postbox.Client[pgxTx], ready, scheduled int) {
+	t.Helper()
+	later := msgs(scheduled, "orders", "order.reminder")
+	for i := range later {
+		later[i].AvailableAt = time.Now().Add(time.Hour)
+	}
+	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) error {
+		return client.EnqueueBatch(ctx, tx, append(msgs(ready, "orders", "order.created"), later...))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,8 +3,8 @@
 // running, requests every page in turn, and prints each page's p50, p95 and slowest time, with the machine's
 // load average. See docs/CONSOLE.md.
 //
-//	go run ./internal/adaptertest/console/latency                       # 1,000,000 pending, 100,000 dead
-//	go run ./internal/adaptertest/console/latency -pending 10000 -dead 1000 -requests 20
+//	go run ./internal/adaptertest/console/latency                       # 1,000,000 pending, 100,000 dead, 100,000 published
+//	go run ./internal/adaptertest/console/latency -pending 10000 -dead 1000 -published 1000 -requests 20
 package main
 
 import (
@@ -43,16 +43,17 @@ const (
 func main() {
 	pending := flag.Int("pending", 1_000_000, "pending messages to seed")
 	dead := flag.Int("dead", 100_000, "dead messages to seed")
+	published := flag.Int("published", 100_000, "kept published messages to seed, the newest published just now")
 	requests := flag.Int("requests", 50, "requests per page, after 3 warm-up requests")
 	reseed := flag.Bool("reseed", false, "seed again even when the table already holds the asked-for volume")
 	flag.Parse()
-	if err := run(*pending, *dead, *requests, *reseed); err != nil {
+	if err := run(*pending, *dead, *published, *requests, *reseed); err != nil {
 		fmt.Fprintln(os.Stderr, "latency:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pending, dead, requests int, reseed bool) error {
+func run(pending, dead, published, requests int, reseed bool) error {
 	ctx := context.Background()
 	dbURL, err := ensureDatabase(ctx)
 	if err != nil {
@@ -70,7 +71,7 @@ func run(pending, dead, requests int, reseed bool) error {
 	if _, err := client.Migrate(ctx); err != nil {
 		return err
 	}
-	if err := seed(ctx, pool, pending, dead, reseed); err != nil {
+	if err := seed(ctx, pool, pending, dead, published, reseed); err != nil {
 		return err
 	}
 
@@ -143,7 +144,8 @@ func run(pending, dead, requests int, reseed bool) error {
 		sample = append(sample, time.Since(t0))
 	}
 
-	fmt.Printf("console page latency: %d pending, %d dead messages in PostgreSQL; %d requests per page\n", pending, dead, requests)
+	fmt.Printf("console page latency: %d pending, %d dead, %d published messages in PostgreSQL; %d requests per page\n",
+		pending, dead, published, requests)
 	fmt.Printf("load average before: %s\n", loadavg())
 	fmt.Printf("%-42s %9s %9s %9s\n", "page", "p50", "p95", "max")
 	for _, p := range pages {
@@ -204,40 +206,57 @@ func ensureDatabase(ctx context.Context) (string, error) {
 	return u.String(), nil
 }
 
-// seed fills the outbox with pending and dead messages over ten topics, in two INSERT … SELECT statements, with
-// UUIDv7 IDs made in SQL from each row's creation time, then analyses the table as autovacuum would.
-func seed(ctx context.Context, pool *pgxpool.Pool, pending, dead int, reseed bool) error {
+// seed fills the outbox with pending, dead and kept published messages over ten topics, in three INSERT … SELECT
+// statements, with UUIDv7 IDs made in SQL from each row's creation time, then analyses the table as autovacuum
+// would. Pending and dead messages were created from two hours ago, one every 5ms, and are kept for the next run
+// when their numbers match; published ones are made afresh on each run, one every 5ms up to now, each published
+// 40ms after its creation, so that the overview's recent figures read a full window.
+func seed(ctx context.Context, pool *pgxpool.Pool, pending, dead, published int, reseed bool) error {
 	var havePending, haveDead int
 	err := pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead') FROM "+table).
 		Scan(&havePending, &haveDead)
 	if err != nil {
 		return err
 	}
-	if !reseed && havePending == pending && haveDead == dead {
-		fmt.Printf("seeded already: %d pending, %d dead\n", pending, dead)
-		return nil
-	}
 	t0 := time.Now()
-	if _, err := pool.Exec(ctx, "TRUNCATE "+table); err != nil {
+	fresh := reseed || havePending != pending || haveDead != dead
+	if fresh {
+		_, err = pool.Exec(ctx, "TRUNCATE "+table)
+	} else {
+		_, err = pool.Exec(ctx, "DELETE FROM "+table+" WHERE status = 'published'")
+	}
+	if err != nil {
 		return err
 	}
-	const insert = `INSERT INTO ` + table + ` (id, topic, key, type, payload, headers, status, attempts, last_error, available_at, created_at)
+	const insert = `INSERT INTO ` + table + ` (id, topic, key, type, payload, headers, status, attempts, last_error, available_at, created_at, published_at)
 SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send((extract(epoch FROM t) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
        'topic-' || (i % 10), 'customer-' || (i % 50000), 'type-' || (i % 20),
        convert_to('{"order":' || i || ',"total":' || (i % 997) || '.50,"currency":"EUR","lines":[{"sku":"A-' || (i % 313) || '","qty":2}]}', 'UTF8'),
        '{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'::jsonb,
-       $1, $2, $3, t, t
-FROM generate_series(1, $4::int) AS i, LATERAL (SELECT now() - interval '2 hours' + i * interval '5 milliseconds' AS t) AS ts`
-	if _, err := pool.Exec(ctx, insert, "pending", 0, "", pending); err != nil {
-		return fmt.Errorf("seed pending: %w", err)
+       $1, $2, $3, t, t, CASE WHEN $1 = 'published' THEN t + interval '40 milliseconds' END
+FROM generate_series(1, $4::int) AS i, LATERAL (SELECT now() - make_interval(secs => $5) + i * interval '5 milliseconds' AS t) AS ts`
+	const twoHours = 2 * 60 * 60.0
+	if fresh {
+		if _, err := pool.Exec(ctx, insert, "pending", 0, "", pending, twoHours); err != nil {
+			return fmt.Errorf("seed pending: %w", err)
+		}
+		if _, err := pool.Exec(ctx, insert, "dead", 20, "publish: dial tcp 10.0.0.7:4222: connect: connection refused", dead, twoHours); err != nil {
+			return fmt.Errorf("seed dead: %w", err)
+		}
+	} else {
+		fmt.Printf("seeded already: %d pending, %d dead\n", pending, dead)
 	}
-	if _, err := pool.Exec(ctx, insert, "dead", 20, "publish: dial tcp 10.0.0.7:4222: connect: connection refused", dead); err != nil {
-		return fmt.Errorf("seed dead: %w", err)
+	if _, err := pool.Exec(ctx, insert, "published", 1, "", published, float64(published)*0.005); err != nil {
+		return fmt.Errorf("seed published: %w", err)
 	}
 	if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
 		return err
 	}
-	fmt.Printf("seeded %d pending and %d dead messages in %s\n", pending, dead, time.Since(t0).Round(time.Millisecond))
+	if fresh {
+		fmt.Printf("seeded %d pending, %d dead and %d published messages in %s\n", pending, dead, published, time.Since(t0).Round(time.Millisecond))
+	} else {
+		fmt.Printf("seeded %d published messages afresh in %s\n", published, time.Since(t0).Round(time.Millisecond))
+	}
 	return nil
 }
 

@@ -1,5 +1,7 @@
 -- Topics an operator paused (Client.PauseTopic): relays read this small table every few seconds and skip the
 -- topics in it when they claim. Dead records are listed through claim_idx (status, id), which needs no new index.
+-- Dead records of one key are found in that index too, reading the dead records in id order: MySQL has no partial
+-- index, and an index by key would grow with every message enqueued, not only the dead ones.
 CREATE TABLE IF NOT EXISTS {{.OutboxTable "_paused"}} (
     topic     VARCHAR(255) NOT NULL PRIMARY KEY,
     paused_at BIGINT       NOT NULL, -- Unix microseconds

@@ -7,5 +7,7 @@ CREATE TABLE IF NOT EXISTS {{.OutboxTable "_paused"}} (
 );
 -- Operators list dead records newest or oldest first across topics (Client.ListDead) and page through them.
 CREATE INDEX IF NOT EXISTS {{.Index "_dead_id_idx"}} ON {{.Outbox}} (id) WHERE status = 'dead';
+-- Operators look up the dead records of one key (ListDead and CountDead by key) without reading the others.
+CREATE INDEX IF NOT EXISTS {{.Index "_dead_key_idx"}} ON {{.Outbox}} (key, id) WHERE status = 'dead';
 -- The inbox view lists a consumer's given-up messages, latest first, without reading its processed claims.
 CREATE INDEX IF NOT EXISTS {{.InboxIndex "_failed_idx"}} ON {{.Inbox}} (consumer, received_at) WHERE status = 'failed';
