@@ -253,16 +253,6 @@ func (e *env) open(path string) {
 	e.do("open "+path, chromedp.Navigate(e.srv.URL+path), chromedp.WaitReady(chromedp.CSS("main")))
 }
 
-// text returns the text of the first element sel matches.
-func (e *env) text(sel string) string {
-	e.t.Helper()
-	s, err := chromedp.Run(e.tab, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		e.t.Fatalf("text of %s: %v", sel, err)
-	}
-	return s
-}
-
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](e *env, expr string) T {
 	e.t.Helper()
