@@ -26,6 +26,7 @@ type Relay struct {
 	stats   relayCounters
 	outage  outage
 	polls   pollGate
+	pace    *groupPace // set when the relay serves a source of a RelayGroup
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's

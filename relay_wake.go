@@ -36,10 +36,10 @@ func (r *Relay) idle(ctx context.Context, warm bool) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if delay >= r.cfg.PollInterval && !r.polls.take(r.cfg.PollInterval) {
+		if delay >= r.cfg.PollInterval && !r.polls.take(delay) {
 			continue // another idle worker polled a moment ago
 		}
-		delay = min(4*delay, r.cfg.PollInterval)
+		delay = min(4*delay, r.idleCeiling())
 		if peeker == nil {
 			return false
 		}
