@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/postbox-go/postbox"
@@ -102,7 +103,7 @@ invalid payload) is parked as dead at once instead of being published.
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		var ro relayOptions
-		addDBFlags(f, &o)
+		addRelayDBFlags(f, &o, &ro)
 		f.URL(&ro.broker, "broker", "b", "default broker URL, for topics no --route matches")
 		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
 		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as 127.0.0.1:9090")
@@ -138,12 +139,19 @@ invalid payload) is parked as dead at once instead of being published.
 			if ro.cfg.DeadHoldsKey && !o.ordered {
 				return usageErrorf("--dead-holds-key applies to ordered relays only; add --ordered")
 			}
+			if len(ro.dbs) > 1 || (rt.file != nil && rt.file.sources != nil) {
+				return runSources(ctx, rt, o, ro)
+			}
+			o.url = strings.Join(ro.dbs, "")
+			o.pg.maxConns = ro.maxConns
 			return runRelay(ctx, rt, o, ro)
 		}
 	},
 }
 
 type relayOptions struct {
+	dbs                  []string // --db, repeated for many sources
+	maxConns             int      // --db-max-conns
 	broker, http, source string
 	webhookSecret        string
 	webhookSecretFrom    string
@@ -312,10 +320,7 @@ func relayHandler(ready *readiness, m *relayMetrics) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		checks := ready.get(r.Context())
-		ok := true
-		for _, c := range checks {
-			ok = ok && c.OK
-		}
+		ok := isReady(checks)
 		w.Header().Set("Content-Type", "application/json")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
