@@ -79,6 +79,8 @@ With --ordered the relay publishes the messages of each key one at a time, in en
 holds back its own key and no other, and with --dead-holds-key a dead one holds it until it is retried or purged.
 The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker unless --workers says otherwise.
 
+` + sourcesHelp + `
+
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
 invalid payload) is parked as dead at once instead of being published.
 
@@ -98,6 +100,7 @@ invalid payload) is parked as dead at once instead of being published.
 		"postbox relay --db postgres://localhost/app --broker kafka://kafka-1:9092 --ordered",
 		"postbox relay --db postgres://app@pgbouncer:6432/app --db-pooler transaction --listen-db postgres://app@db-primary:5432/app --broker nats://localhost:4222",
 		"postbox relay --config /etc/postbox.yaml",
+		"postbox relay --db postgres://relay@db-1/tenant_a --db postgres://relay@db-1/tenant_b --broker nats://localhost:4222",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {

@@ -68,6 +68,11 @@ func runSources(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) 
 			"set POSTBOX_WEBHOOK_SECRET or the config file's webhook-secret key instead")
 	}
 	s.shared = &router{}
+	for _, sp := range specs {
+		if ro.broker == "" && len(ro.routes) == 0 && sp.Broker == "" && len(sp.Route) == 0 {
+			return usageErrorf("source %s has no broker: give --broker, or the source its own broker in the config file", sp.Name)
+		}
+	}
 	if ro.broker != "" || len(ro.routes) > 0 {
 		if s.shared, err = openRouter(ctx, rt, ro.broker, ro.routes, s.brokerOptions()); err != nil {
 			return err

@@ -239,3 +239,11 @@ func addRelayDBFlags(f *flagSet, o *dbOptions, ro *relayOptions) {
 	f.add(&option{name: "db-max-conns", usage: "most connections each database's pool opens", placeholder: "N",
 		def: "--workers + 1 with many sources, else the driver's default", value: (*intValue)(&ro.maxConns)})
 }
+
+// sourcesHelp is the relay help's paragraph on serving many databases.
+const sourcesHelp = `One relay serves many databases: repeat --db (each source is named after its database), or list them under
+sources in the config file, each with a name, a db, and where it needs them its own schema, table, inbox-table,
+broker, route, listen-db and db-max-conns. Each source has its own workers, pool (at most --db-max-conns
+connections) and wake-ups: one that is down or slow delays no other. SIGHUP reloads the file's sources list: a
+removed source's in-flight batches settle before it stops. /readyz has a line per source and is ready while any
+source is; /metrics labels every series with source; status --config FILE shows each source. See docs/MULTI.md.`
