@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type MultiOptions struct {
 	Duration time.Duration
 	// IdleWindow is how long the idle relay's statements are counted, in each wake-up mode. Default: 20s.
 	IdleWindow time.Duration
+	// NotifyInterval is the producers' postbox.Config.NotifyInterval; negative turns their wake-ups off.
+	// Default: Postbox's (10ms), so that at the default rate every transaction wakes the relay.
+	NotifyInterval time.Duration
 	// Prefix names the databases: Prefix000, Prefix001... Default: MultiDatabasePrefix.
 	Prefix string
 	// MaxConns bounds each source's relay pool. Default: 3 (two workers and one more).
@@ -97,9 +101,10 @@ type multiSource struct {
 
 // RunMulti runs the multi scenario: one relay group in this process over Sources PostgreSQL databases on one
 // server, each fed Rate events per second, one per transaction, by a producer of its own. It measures the time
-// from enqueue to the publisher's acknowledgement (a publisher that keeps nothing), then counts the statements
+// from each commit to the publisher's acknowledgement (a publisher that keeps nothing), then counts the statements
 // the idle group sends, listening for wake-ups and then polling only, and reads the process's resident memory.
-// The baseline is the offered rate: the ratio says whether the relay kept up. The result's Extra has the idle
+// The baseline is the same producers committing the same rows into a plain table with no relay running, just
+// before: on a loaded machine it says what rate the server could take at all, and the ratio what the relay cost. The result's Extra has the idle
 // statements per second per source in each mode, the resident memory in MiB, and the load average.
 func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	o := opts.withDefaults()
@@ -125,12 +130,45 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 		return nil
 	})
 
+	// The baseline: the same producers committing the same rows into a plain table, with no relay running.
+	o.Logger.Info("producing without Postbox", "sources", o.Sources, "rate_per_source", o.Rate, "duration", o.Duration)
+	var commitMu sync.Mutex
+	var commits []time.Duration
+	baseline, err := produceMulti(ctx, srcs, o, func(ctx context.Context, s *multiSource, seq int) error {
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, s.producerPool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO bench_multi_plain (topic, key, payload) VALUES ($1, $2, $3)", "multi",
+				strconv.Itoa(seq), []byte(`{"seq":`+strconv.Itoa(seq)+`}`))
+			return err
+		})
+		commitMu.Lock()
+		commits = append(commits, time.Since(start))
+		commitMu.Unlock()
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	slices.Sort(commits)
+
 	group, stop, err := startMulti(ctx, srcs, pub, false)
 	if err != nil {
 		return res, err
 	}
 	o.Logger.Info("producing", "sources", o.Sources, "rate_per_source", o.Rate, "duration", o.Duration)
-	sent, err := produceMulti(ctx, srcs, o, lat)
+	lat.from = time.Now().Add(min(2*time.Second, o.Duration/5))
+	sent, err := produceMulti(ctx, srcs, o, func(ctx context.Context, s *multiSource, seq int) error {
+		var id string
+		err := s.client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
+			id, err = s.client.Enqueue(ctx, tx, postbox.Message{Topic: "multi", Type: "bench.multi", Key: strconv.Itoa(seq),
+				Payload: []byte(`{"seq":` + strconv.Itoa(seq) + `}`)})
+			return err
+		})
+		if err == nil {
+			lat.committed(id, time.Now())
+		}
+		return err
+	})
 	if err != nil {
 		stop()
 		return res, err
@@ -163,7 +201,11 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	if len(d) == 0 {
 		return res, errors.New("bench: multi: no events measured")
 	}
-	out := newResult(rate(sent, o.Duration), float64(o.Rate*o.Sources))
+	out := newResult(rate(sent, o.Duration), rate(baseline, o.Duration))
+	out.Extra["offered_per_s"] = float64(o.Rate * o.Sources)
+	if len(commits) > 0 {
+		out.Extra["baseline_commit_p99_ms"] = ms(quantile(commits, 0.99))
+	}
 	out.Scenario, out.DB = res.Scenario, res.DB
 	out.Latency = &Latency{P50: quantile(d, 0.50), P99: quantile(d, 0.99), Max: d[len(d)-1], IdleQueriesPerS: listenIdle}
 	out.Extra = res.Extra
@@ -233,14 +275,18 @@ func openMulti(ctx context.Context, o MultiOptions, relayQueries pgx.QueryTracer
 		}
 		srcs = append(srcs, s)
 		cfg := &postbox.Config{Table: "bench_multi"}
-		if s.client, err = postbox.NewClient(pgxv5.New(s.producerPool), cfg); err == nil {
+		pcfg := *cfg
+		pcfg.NotifyInterval, pcfg.DisableNotify = max(o.NotifyInterval, 0), o.NotifyInterval < 0
+		if s.client, err = postbox.NewClient(pgxv5.New(s.producerPool), &pcfg); err == nil {
 			s.relay, err = postbox.NewClient(pgxv5.New(s.relayPool), cfg)
 		}
 		if err == nil {
 			_, err = s.client.Migrate(ctx)
 		}
 		if err == nil {
-			_, err = s.producerPool.Exec(ctx, "DELETE FROM bench_multi")
+			_, err = s.producerPool.Exec(ctx, "DELETE FROM bench_multi; DROP TABLE IF EXISTS bench_multi_plain; "+
+				"CREATE TABLE bench_multi_plain (id bigserial PRIMARY KEY, topic text NOT NULL, key text NOT NULL, payload bytea NOT NULL, "+
+				"created_at timestamptz NOT NULL DEFAULT now())")
 		}
 		if err != nil {
 			closeAll()
@@ -287,7 +333,7 @@ func startMulti(ctx context.Context, srcs []*multiSource, pub postbox.Publisher,
 
 // produceMulti commits o.Rate events per second on every source for o.Duration, one per transaction, each
 // producer starting at a random offset within its period, and returns how many it committed.
-func produceMulti(ctx context.Context, srcs []*multiSource, o MultiOptions, lat *latencies) (int64, error) {
+func produceMulti(ctx context.Context, srcs []*multiSource, o MultiOptions, commit func(ctx context.Context, s *multiSource, seq int) error) (int64, error) {
 	pctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	period := time.Second / time.Duration(o.Rate)
@@ -302,15 +348,9 @@ func produceMulti(ctx context.Context, srcs []*multiSource, o MultiOptions, lat 
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			for seq := 0; ; seq++ {
-				var id string
-				err := s.client.InTx(pctx, func(ctx context.Context, tx pgx.Tx) (err error) {
-					id, err = s.client.Enqueue(ctx, tx, postbox.Message{Topic: "multi", Type: "bench.multi", Key: strconv.Itoa(seq),
-						Payload: []byte(`{"seq":` + strconv.Itoa(seq) + `}`)})
-					return err
-				})
+				err := commit(pctx, s, seq)
 				switch {
 				case err == nil:
-					lat.committed(id, time.Now())
 					sent.Add(1)
 				case pctx.Err() != nil:
 					return
