@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -134,6 +135,7 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	o.Logger.Info("producing without Postbox", "sources", o.Sources, "rate_per_source", o.Rate, "duration", o.Duration)
 	var commitMu sync.Mutex
 	var commits []time.Duration
+	cpu0 := cpuSeconds()
 	baseline, err := produceMulti(ctx, srcs, o, func(ctx context.Context, s *multiSource, seq int) error {
 		start := time.Now()
 		err := pgx.BeginFunc(ctx, s.producerPool, func(tx pgx.Tx) error {
@@ -150,6 +152,7 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 		return res, err
 	}
 	slices.Sort(commits)
+	cpuBaseline := cpuSeconds() - cpu0
 
 	group, stop, err := startMulti(ctx, srcs, pub, false)
 	if err != nil {
@@ -157,6 +160,7 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	}
 	o.Logger.Info("producing", "sources", o.Sources, "rate_per_source", o.Rate, "duration", o.Duration)
 	lat.from = time.Now().Add(min(2*time.Second, o.Duration/5))
+	cpu0 = cpuSeconds()
 	sent, err := produceMulti(ctx, srcs, o, func(ctx context.Context, s *multiSource, seq int) error {
 		var id string
 		err := s.client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
@@ -178,6 +182,9 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 		return res, fmt.Errorf("bench: multi: %d of %d events unpublished 30s after the producers stopped", lat.pending(), sent)
 	}
 	res.Extra["rss_mib_under_load"] = rssMiB()
+	// The process's CPU time over the producing phase, producers included, against the baseline's.
+	res.Extra["cpu_s"] = cpuSeconds() - cpu0
+	res.Extra["cpu_s_baseline"] = cpuBaseline
 	// Let every source fall idle, then count what the group asks the databases.
 	pause(ctx, 3*time.Second)
 	listenIdle := idleRate(ctx, relayQueries, o)
@@ -417,4 +424,13 @@ func loadAverage() float64 {
 		return -1
 	}
 	return v
+}
+
+// cpuSeconds is the user and system CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
