@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/postbox-go/postbox"
@@ -145,7 +144,9 @@ invalid payload) is parked as dead at once instead of being published.
 			if len(ro.dbs) > 1 || (rt.file != nil && rt.file.sources != nil) {
 				return runSources(ctx, rt, o, ro)
 			}
-			o.url = strings.Join(ro.dbs, "")
+			if len(ro.dbs) == 1 {
+				o.url = ro.dbs[0]
+			}
 			o.pg.maxConns = ro.maxConns
 			return runRelay(ctx, rt, o, ro)
 		}

@@ -78,6 +78,9 @@ func sourceSpecs(o dbOptions, dbs []string, maxConns int, file *fileConfig) ([]s
 	var specs []sourceConfig
 	where := "--db"
 	if file != nil && file.sources != nil {
+		if len(dbs) > 0 {
+			return nil, usageErrorf("--db and the config file's sources list both name databases; keep one (the list can hold every database)")
+		}
 		if len(file.sources) == 0 {
 			return nil, usageErrorf("config file %s: sources is empty; list at least one, or leave the key out and give --db", file.path)
 		}

@@ -25,15 +25,16 @@ func TestSourceNames(t *testing.T) {
 func TestSourcesConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ file, want string }{
-		"unknown key":  {"sources:\n  - name: a\n    db: sqlite:a.db\n    tabel: x\n", `sources[0]: unknown key "tabel"`},
-		"not a list":   {"sources: sqlite:a.db\n", "want a list of sources"},
-		"no db":        {"sources:\n  - name: a\n", "sources[0] (a): db is required"},
-		"same name":    {"sources:\n  - db: sqlite:x/a.db\n  - db: sqlite:y/a.db\n", `two sources are named "a"`},
-		"bad name":     {"sources:\n  - name: a b\n    db: sqlite:a.db\n", `source name "a b"`},
-		"empty list":   {"sources: []\n", "sources is empty"},
-		"listen-db":    {"listen-db: postgres://x/y\nsources:\n  - db: postgres://x/a\n  - db: postgres://x/b\n", "--listen-db names one database"},
-		"no broker":    {"sources:\n  - db: sqlite:" + filepath.Join(dir, "nb.db") + "\n", "source nb has no broker"},
-		"negative max": {"sources:\n  - db: sqlite:a.db\n    db-max-conns: -1\n", "db-max-conns -1"},
+		"unknown key":    {"sources:\n  - name: a\n    db: sqlite:a.db\n    tabel: x\n", `sources[0]: unknown key "tabel"`},
+		"not a list":     {"sources: sqlite:a.db\n", "want a list of sources"},
+		"no db":          {"sources:\n  - name: a\n", "sources[0] (a): db is required"},
+		"same name":      {"sources:\n  - db: sqlite:x/a.db\n  - db: sqlite:y/a.db\n", `two sources are named "a"`},
+		"bad name":       {"sources:\n  - name: a b\n    db: sqlite:a.db\n", `source name "a b"`},
+		"empty list":     {"sources: []\n", "sources is empty"},
+		"listen-db":      {"listen-db: postgres://x/y\nsources:\n  - db: postgres://x/a\n  - db: postgres://x/b\n", "--listen-db names one database"},
+		"no broker":      {"sources:\n  - db: sqlite:" + filepath.Join(dir, "nb.db") + "\n", "source nb has no broker"},
+		"db and sources": {"db: sqlite:x.db\nsources:\n  - db: sqlite:a.db\n", "--db and the config file's sources list both"},
+		"negative max":   {"sources:\n  - db: sqlite:a.db\n    db-max-conns: -1\n", "db-max-conns -1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
