@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/postbox-go/postbox/bench"
@@ -46,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.NotifyInterval, "notify-interval", 0, "the producers' least time between two wake-ups (default Postbox's, 10ms; negative: none)")
 	fs.StringVar(&o.Prefix, "prefix", bench.MultiDatabasePrefix, "prefix of the databases' names")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&verbose, "v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,6 +58,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if verbose {
 		o.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "postbox-multi:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "postbox-multi:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := bench.RunMulti(ctx, o)
 	if err != nil {
