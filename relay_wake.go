@@ -20,9 +20,10 @@ func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, 
 
 // idle waits until a wake-up, or until a look finds something to claim, or ctx is done, and reports whether a
 // wake-up ended it. An idle relay looks every PollInterval. Right after activity (warm) it looks sooner, then ever
-// less often, up to PollInterval (or, in a RelayGroup, up to idleCeiling): a transaction that enqueued without a wake-up of its own (within a client's
+// less often, up to PollInterval: a transaction that enqueued without a wake-up of its own (within a client's
 // NotifyInterval of another) and committed after the last claim is found within milliseconds, not at the next
-// poll. Where the store can peek, a look is one statement instead of a claim's transaction.
+// poll. Where the store can peek, a look is one statement instead of a claim's transaction. In a RelayGroup the
+// looks stretch further, up to idleCeiling.
 func (r *Relay) idle(ctx context.Context, warm bool) bool {
 	peeker := r.client.peeker
 	delay := r.cfg.PollInterval
