@@ -131,7 +131,7 @@ func TestBinaryRelayReloadsSourcesOnSIGHUP(t *testing.T) {
 		t.Errorf("/readyz: ready %v, source checks %v; want ready with a and b", ready.Ready, sources)
 	}
 	metrics := getText(t, "http://"+httpAddr+"/metrics")
-	for _, want := range []string{`postbox_published_total{source="a",topic="src.a"}`, `postbox_pending{source="b",topic="src.b"}`} {
+	for _, want := range []string{`postbox_published_total{source="a",topic="src.a"}`, `postbox_outbox_up{source="b"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics has no %s", want)
 		}

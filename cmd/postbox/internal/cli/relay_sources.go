@@ -103,8 +103,8 @@ func runSources(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) 
 		return err
 	}
 	defer s.closeAll(context.WithoutCancel(ctx))
-	for _, spec := range specs {
-		if err := s.add(ctx, spec); err != nil {
+	for _, err := range s.addAll(ctx, specs) {
+		if err != nil {
 			return err
 		}
 	}
@@ -270,6 +270,26 @@ func (s *relaySources) add(ctx context.Context, spec sourceConfig) (err error) {
 	return nil
 }
 
+// addConcurrency is how many sources are opened and checked at once: a source whose database does not answer
+// costs up to --start-timeout, which the others need not wait for.
+const addConcurrency = 8
+
+// addAll adds the sources, several at a time, and returns each one's error.
+func (s *relaySources) addAll(ctx context.Context, specs []sourceConfig) []error {
+	errs := make([]error, len(specs))
+	sem := make(chan struct{}, addConcurrency)
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = s.add(ctx, sp)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
 // remove stops a source's relay, once its in-flight batches settled, and closes what it held.
 func (s *relaySources) remove(ctx context.Context, name string) {
 	s.mu.Lock()
@@ -349,20 +369,22 @@ func (s *relaySources) reload(ctx context.Context) {
 		wg.Go(func() { s.remove(ctx, name) })
 	}
 	wg.Wait()
-	var added, failed []string
+	var fresh []sourceConfig
+	s.mu.Lock()
 	for _, sp := range specs {
-		s.mu.Lock()
-		_, ok := s.running[sp.Name]
-		s.mu.Unlock()
-		if ok {
+		if _, ok := s.running[sp.Name]; !ok {
+			fresh = append(fresh, sp)
+		}
+	}
+	s.mu.Unlock()
+	var added, failed []string
+	for i, err := range s.addAll(ctx, fresh) {
+		if err != nil {
+			rt.log.Error("SIGHUP: source not added", "source", fresh[i].Name, "err", err)
+			failed = append(failed, fresh[i].Name)
 			continue
 		}
-		if err := s.add(ctx, sp); err != nil {
-			rt.log.Error("SIGHUP: source not added", "source", sp.Name, "err", err)
-			failed = append(failed, sp.Name)
-			continue
-		}
-		added = append(added, sp.Name)
+		added = append(added, fresh[i].Name)
 	}
 	rt.log.Info("sources reloaded", "sources", len(s.group.Names()), "added", added, "removed", gone, "failed", failed)
 }
