@@ -81,3 +81,26 @@ func TestRelayServesRepeatedDB(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyWhileAnySourceIs: a relay of many sources is ready while every shared broker answers and at least one
+// source is wholly ready, its database and its own brokers.
+func TestReadyWhileAnySourceIs(t *testing.T) {
+	for name, c := range map[string]struct {
+		checks []check
+		want   bool
+	}{
+		"one source down": {[]check{{Name: "source a", Source: "a", OK: true}, {Name: "source b", Source: "b"},
+			{Name: "broker 1 (nats)", OK: true}}, true},
+		"every source down": {[]check{{Name: "source a", Source: "a"}, {Name: "source b", Source: "b"},
+			{Name: "broker 1 (nats)", OK: true}}, false},
+		"shared broker down": {[]check{{Name: "source a", Source: "a", OK: true}, {Name: "broker 1 (nats)"}}, false},
+		"the only up source's own broker down": {[]check{{Name: "source a", Source: "a", OK: true},
+			{Name: "source a broker 1 (kafka)", Source: "a"}, {Name: "source b", Source: "b"}}, false},
+		"one database": {[]check{{Name: "database", OK: true}, {Name: "broker 1 (nats)", OK: true}}, true},
+		"one database down": {[]check{{Name: "database"}, {Name: "broker 1 (nats)", OK: true}}, false},
+	} {
+		if got := isReady(c.checks); got != c.want {
+			t.Errorf("%s: ready %v, want %v", name, got, c.want)
+		}
+	}
+}
