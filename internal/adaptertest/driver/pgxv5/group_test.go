@@ -168,8 +168,9 @@ func (p *stuckPublisher) Publish(ctx context.Context, recs []postbox.Record) err
 	return p.next.Publish(ctx, recs)
 }
 
-// TestRelayGroupIsolatesSources: one source's database cut off and another's broker route failing delay no
-// message of a healthy source, and once they are back both drain with nothing lost.
+// TestRelayGroupIsolatesSources: one source's database cut off, another's broker route failing and a third's
+// backlog draining through a slow broker delay no message of a healthy source, and once they are back the failing
+// sources drain with nothing lost.
 func TestRelayGroupIsolatesSources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -192,6 +193,25 @@ func TestRelayGroupIsolatesSources(t *testing.T) {
 	defer cutPool.Close()
 
 	healthy, cut, routed := newGroupSource(t, pool, "healthy"), newGroupSource(t, pool, "cut"), newGroupSource(t, pool, "routed")
+	// A source with a backlog and a slow broker: it drains for the whole test, on workers of its own.
+	backlog := newGroupSource(t, pool, "backlog")
+	if err := backlog.client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		msgs := make([]postbox.Message, 5000)
+		for i := range msgs {
+			msgs[i] = postbox.Message{Topic: "group.backlog", Type: "group.test", Payload: []byte("{}")}
+		}
+		return backlog.client.EnqueueBatch(ctx, tx, msgs)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slow := postbox.PublisherFunc(func(ctx context.Context, recs []postbox.Record) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		return backlog.rec.Publish(ctx, recs)
+	})
 	// The cut source's relay reaches its tables through the proxy; its producer does not.
 	cutRelayClient, err := postbox.NewClient(pgxv5.New(cutPool), cutConfig(cut))
 	if err != nil {
@@ -207,7 +227,8 @@ func TestRelayGroupIsolatesSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, r := range map[string]*postbox.Relay{"healthy": healthy.relay(t, nil), "cut": cutRelay, "routed": routed.relay(t, route)} {
+	for name, r := range map[string]*postbox.Relay{"healthy": healthy.relay(t, nil), "cut": cutRelay, "routed": routed.relay(t, route),
+		"backlog": backlog.relay(t, slow)} {
 		if err := group.Add(name, r); err != nil {
 			t.Fatal(err)
 		}
@@ -231,6 +252,9 @@ func TestRelayGroupIsolatesSources(t *testing.T) {
 	}
 	if got := cut.rec.Distinct() + routed.rec.Distinct(); got != 0 {
 		t.Fatalf("%d messages of the failing sources published while they failed", got)
+	}
+	if n := backlog.rec.Distinct(); n >= 5000 {
+		t.Fatalf("the backlog drained already (%d): the check above proves nothing about it", n)
 	}
 	proxy.Refuse(false)
 	route.failing.Store(false)
