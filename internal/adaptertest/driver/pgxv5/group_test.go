@@ -110,6 +110,15 @@ func TestRelayGroupAddsAndRemovesSourcesUnderLoad(t *testing.T) {
 		producers.Go(func() { s.produce(prodCtx, t, 2*time.Millisecond) })
 	}
 	time.Sleep(300 * time.Millisecond)
+	if err := group.Run(ctx); err == nil {
+		t.Fatal("a second Run of a running group returned nil, want an error")
+	}
+	if err := group.Add("b", c.relay(t, nil)); !errors.Is(err, postbox.ErrInvalidConfig) {
+		t.Fatalf("Add of a name already in the group: %v, want ErrInvalidConfig", err)
+	}
+	if err := group.Add("c d", c.relay(t, nil)); !errors.Is(err, postbox.ErrInvalidConfig) {
+		t.Fatalf("Add of a name with a space: %v, want ErrInvalidConfig", err)
+	}
 	if err := group.Add("c", c.relay(t, nil)); err != nil {
 		t.Fatal(err)
 	}
