@@ -105,7 +105,8 @@ type multiSource struct {
 // from each commit to the publisher's acknowledgement (a publisher that keeps nothing), then counts the statements
 // the idle group sends, listening for wake-ups and then polling only, and reads the process's resident memory.
 // The baseline is the same producers committing the same rows into a plain table with no relay running, just
-// before: on a loaded machine it says what rate the server could take at all, and the ratio what the relay cost. The result's Extra has the idle
+// before: on a loaded machine it says what rate the server could take at all, and the ratio what the relay cost.
+// Extra's baseline_notify_per_s is the same with a NOTIFY in every transaction. The result's Extra has the idle
 // statements per second per source in each mode, the resident memory in MiB, and the load average.
 func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	o := opts.withDefaults()
@@ -153,6 +154,23 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	}
 	slices.Sort(commits)
 	cpuBaseline := cpuSeconds() - cpu0
+	// The same, each transaction also sending a NOTIFY, as an enqueue that wakes the relay does: what the server
+	// takes of notifying commits from every database at once.
+	o.Logger.Info("producing without Postbox, with a NOTIFY per transaction")
+	notifying, err := produceMulti(ctx, srcs, o, func(ctx context.Context, s *multiSource, seq int) error {
+		return pgx.BeginFunc(ctx, s.producerPool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO bench_multi_plain (topic, key, payload) VALUES ($1, $2, $3)", "multi",
+				strconv.Itoa(seq), []byte(`{"seq":`+strconv.Itoa(seq)+`}`))
+			if err == nil {
+				_, err = tx.Exec(ctx, "SELECT pg_notify('bench_multi_plain', '')")
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Extra["baseline_notify_per_s"] = rate(notifying, o.Duration)
 
 	group, stop, err := startMulti(ctx, srcs, pub, false)
 	if err != nil {
