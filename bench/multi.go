@@ -53,6 +53,8 @@ type MultiOptions struct {
 	// NotifyInterval is the producers' postbox.Config.NotifyInterval; negative turns their wake-ups off.
 	// Default: Postbox's (10ms), so that at the default rate every transaction wakes the relay.
 	NotifyInterval time.Duration
+	// NoListen makes the relays poll while the producers run, instead of listening for their wake-ups.
+	NoListen bool
 	// Prefix names the databases: Prefix000, Prefix001... Default: MultiDatabasePrefix.
 	Prefix string
 	// MaxConns bounds each source's relay pool. Default: 3 (two workers and one more).
@@ -172,7 +174,7 @@ func RunMulti(ctx context.Context, opts MultiOptions) (Result, error) {
 	}
 	res.Extra["baseline_notify_per_s"] = rate(notifying, o.Duration)
 
-	group, stop, err := startMulti(ctx, srcs, pub, false)
+	group, stop, err := startMulti(ctx, srcs, pub, o.NoListen)
 	if err != nil {
 		return res, err
 	}

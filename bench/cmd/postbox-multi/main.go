@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultMultiIdleWindow, "how long the idle group's statements are counted, in each wake-up mode")
 	fs.IntVar(&o.MaxConns, "max-conns", 3, "most connections of each source's relay pool")
 	fs.DurationVar(&o.NotifyInterval, "notify-interval", 0, "the producers' least time between two wake-ups (default Postbox's, 10ms; negative: none)")
+	fs.BoolVar(&o.NoListen, "no-listen", false, "the relays poll while the producers run, instead of listening for wake-ups")
 	fs.StringVar(&o.Prefix, "prefix", bench.MultiDatabasePrefix, "prefix of the databases' names")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
