@@ -189,6 +189,9 @@ func (s *relaySources) add(ctx context.Context, spec sourceConfig) (err error) {
 	src := &runningSource{spec: spec, db: db}
 	defer func() {
 		if err != nil {
+			if src.metrics != nil {
+				_ = src.metrics.Close()
+			}
 			closeBrokers(context.WithoutCancel(ctx), rt, src.own)
 			db.Close()
 		}
