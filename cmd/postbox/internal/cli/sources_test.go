@@ -96,7 +96,7 @@ func TestReadyWhileAnySourceIs(t *testing.T) {
 		"shared broker down": {[]check{{Name: "source a", Source: "a", OK: true}, {Name: "broker 1 (nats)"}}, false},
 		"the only up source's own broker down": {[]check{{Name: "source a", Source: "a", OK: true},
 			{Name: "source a broker 1 (kafka)", Source: "a"}, {Name: "source b", Source: "b"}}, false},
-		"one database": {[]check{{Name: "database", OK: true}, {Name: "broker 1 (nats)", OK: true}}, true},
+		"one database":      {[]check{{Name: "database", OK: true}, {Name: "broker 1 (nats)", OK: true}}, true},
 		"one database down": {[]check{{Name: "database"}, {Name: "broker 1 (nats)", OK: true}}, false},
 	} {
 		if got := isReady(c.checks); got != c.want {
