@@ -39,6 +39,9 @@
 // (see RelayConfig.ErrorBackoffMax). Operators list, retry and
 // purge dead messages with ListDead, RetryDead and PurgeDead, and watch Stats.
 //
+// A RelayGroup runs the relays of many databases (a database per tenant, shards) in one process, each source with
+// its own relay, so that one that is down or slow delays no other; sources are added and removed while it runs.
+//
 // # Consume
 //
 // On the receiving side, the inbox makes each message's effects happen once although brokers deliver at least

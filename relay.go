@@ -34,6 +34,7 @@ type Relay struct {
 	epoch      time.Time
 	lastActive atomic.Int64
 	busy       atomic.Int32
+	pace       *groupPace // set when the relay serves a source of a RelayGroup
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's

@@ -23,9 +23,9 @@ func (r *Relay) claim(ctx context.Context, p driver.ClaimParams) (driver.Claim, 
 // wake-up ended it. Where the store can peek, a look is one statement instead of a claim's transaction, and an
 // idle worker looks again after the time since the relay's last activity divided by QuietDivisor (see
 // lookDelay): soon after messages flowed, or after a client of this process enqueued (hint), ever less often
-// during a quiet spell, and once per PollInterval when idle. A message committed without a wake-up is so found
-// within a fraction of the quiet time before it. Where the store cannot peek, a look is a claim, once per
-// PollInterval.
+// during a quiet spell, and once per PollInterval when idle (in a RelayGroup, once per idleCeiling). A message
+// committed without a wake-up is so found within a fraction of the quiet time before it. Where the store cannot
+// peek, a look is a claim, once per PollInterval.
 func (r *Relay) idle(ctx context.Context) bool {
 	peeker := r.client.peeker
 	for {
@@ -70,11 +70,12 @@ func (r *Relay) idle(ctx context.Context) bool {
 // PollInterval while another worker is busy, since that one claims again within RecheckDelay, and where the store
 // cannot peek, since every look is then a claim.
 func (r *Relay) lookDelay() time.Duration {
+	ceiling := r.idleCeiling()
 	if r.client.peeker == nil || r.busy.Load() > 0 {
-		return r.cfg.PollInterval
+		return ceiling
 	}
 	quiet := time.Duration(int64(time.Since(r.epoch)) - r.lastActive.Load())
-	return min(max(quiet/time.Duration(r.cfg.QuietDivisor), 4*r.cfg.RecheckDelay), r.cfg.PollInterval)
+	return min(max(quiet/time.Duration(r.cfg.QuietDivisor), 4*r.cfg.RecheckDelay), ceiling)
 }
 
 // active records that messages flowed, or that a wake-up or hint came: idle workers look often for a while.

@@ -2,6 +2,7 @@ package postboxotel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,6 +39,9 @@ type Metrics struct {
 	published, failures, dead, settleErrors metric.Int64Counter
 	latency, batch                          metric.Float64Histogram
 
+	attrs []attribute.KeyValue  // added to every series, such as the source of a relay group
+	regs  []metric.Registration // the callbacks Close unregisters
+
 	mu          sync.Mutex
 	unavailable time.Duration // ended outages
 	down        int           // relays in an outage now
@@ -48,14 +52,27 @@ type Metrics struct {
 // StatsFunc reads the outbox's counts; (*postbox.Client[TTx]).Stats is one.
 type StatsFunc func(ctx context.Context) (postbox.Stats, error)
 
+// MetricsOption changes what NewMetrics records.
+type MetricsOption func(*Metrics)
+
+// WithAttributes adds attributes to every series the Metrics records, such as attribute.String("source", name)
+// for each source of a postbox.RelayGroup, each source with a Metrics of its own on one MeterProvider.
+func WithAttributes(kv ...attribute.KeyValue) MetricsOption {
+	return func(m *Metrics) { m.attrs = append(m.attrs, kv...) }
+}
+
 // NewMetrics creates the instruments on mp (nil: the global MeterProvider). When stats is not nil, the pending,
 // dead, oldest-pending and outbox-up gauges read it at each collection.
-func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
+func NewMetrics(mp metric.MeterProvider, stats StatsFunc, opts ...MetricsOption) (*Metrics, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
 	m := &Metrics{epoch: time.Now()}
+	for _, o := range opts {
+		o(m)
+	}
+	base := metric.WithAttributes(m.attrs...)
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -73,15 +90,20 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 		return nil, err
 	}
 	// A series that exists from the start lets a rate() or increase() alert see its first settle error.
-	m.settleErrors.Add(context.Background(), 0)
-	if _, err = meter.Float64ObservableCounter("postbox.relay.unavailable", metric.WithUnit("s"),
-		metric.WithDescription("Time relays spent unable to work, their database or broker down, the outages going on included."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			o.Observe(m.unavailableFor(time.Now()).Seconds())
-			return nil
-		})); err != nil {
+	m.settleErrors.Add(context.Background(), 0, base)
+	unavailable, err := meter.Float64ObservableCounter("postbox.relay.unavailable", metric.WithUnit("s"),
+		metric.WithDescription("Time relays spent unable to work, their database or broker down, the outages going on included."))
+	if err != nil {
 		return nil, err
 	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(unavailable, m.unavailableFor(time.Now()).Seconds(), base)
+		return nil
+	}, unavailable)
+	if err != nil {
+		return nil, err
+	}
+	m.regs = append(m.regs, reg)
 	if m.latency, err = meter.Float64Histogram("postbox.enqueue_to_publish.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from enqueue to the broker's acknowledgement."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)); err != nil {
@@ -125,16 +147,16 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	reg, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		s, err := stats(ctx)
 		if err != nil {
 			// The other gauges are left out rather than reported as zero; the error goes to otel.Handle.
-			o.ObserveInt64(up, 0)
+			o.ObserveInt64(up, 0, base)
 			return fmt.Errorf("postbox: reading the outbox's counts for metrics: %w", err)
 		}
-		o.ObserveInt64(up, 1)
+		o.ObserveInt64(up, 1, base)
 		for _, t := range s.Topics {
-			topic := metric.WithAttributes(attribute.String("topic", t.Topic))
+			topic := m.topic(t.Topic)
 			o.ObserveInt64(pending, t.Pending, topic)
 			o.ObserveInt64(ready, t.Ready, topic)
 			o.ObserveInt64(scheduled, t.Scheduled, topic)
@@ -144,21 +166,46 @@ func NewMetrics(mp metric.MeterProvider, stats StatsFunc) (*Metrics, error) {
 		if !s.OldestPending.IsZero() {
 			age = time.Since(s.OldestPending).Seconds()
 		}
-		o.ObserveFloat64(oldest, age)
+		o.ObserveFloat64(oldest, age, base)
 		return nil
 	}, pending, ready, scheduled, deadNow, oldest, up)
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	m.regs = append(m.regs, reg)
+	return m, nil
+}
+
+// Close stops the gauges and the unavailable counter from being observed, for a relay that stopped for good,
+// such as a source removed from a relay group. The counters keep the totals they reached.
+func (m *Metrics) Close() error {
+	var errs []error
+	for _, r := range m.regs {
+		errs = append(errs, r.Unregister())
+	}
+	m.regs = nil
+	return errors.Join(errs...)
+}
+
+// topic is the attribute set of a series of one topic.
+func (m *Metrics) topic(topic string) metric.MeasurementOption {
+	if len(m.attrs) == 0 {
+		return metric.WithAttributes(attribute.String("topic", topic))
+	}
+	return metric.WithAttributes(append(append(make([]attribute.KeyValue, 0, len(m.attrs)+1), m.attrs...),
+		attribute.String("topic", topic))...)
 }
 
 // ObserveBatch records one batch; it implements postbox.RelayObserver.
 func (m *Metrics) ObserveBatch(ctx context.Context, b postbox.BatchReport) {
-	m.batch.Record(ctx, b.SettledAt.Sub(b.Started).Seconds())
+	base := metric.WithAttributes(m.attrs...)
+	m.batch.Record(ctx, b.SettledAt.Sub(b.Started).Seconds(), base)
 	if b.Err != nil {
-		m.settleErrors.Add(ctx, 1)
+		m.settleErrors.Add(ctx, 1, base)
 		return
 	}
 	for i, r := range b.Records {
-		topic := metric.WithAttributes(attribute.String("topic", r.Topic))
+		topic := m.topic(r.Topic)
 		if b.Errs[i] == nil {
 			m.published.Add(ctx, 1, topic)
 			m.latency.Record(ctx, b.SettledAt.Sub(r.CreatedAt).Seconds(), topic)

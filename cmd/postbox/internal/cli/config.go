@@ -32,9 +32,10 @@ import (
 //	    topic: orders
 //	    schema_file: schemas/order-cancelled.json
 type fileConfig struct {
-	path   string
-	values map[string]any
-	events []eventConfig
+	path    string
+	values  map[string]any
+	events  []eventConfig
+	sources []sourceConfig // nil when the file has no sources key
 }
 
 // eventConfig is one entry of the file's events list.
@@ -75,9 +76,15 @@ func loadConfigFile(path string) (*fileConfig, error) {
 			}
 			continue
 		}
+		if key == sourcesKey {
+			if fc.sources, err = decodeSources(path, node); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !slices.Contains(known, key) {
-			return nil, usageErrorf("config file %s: unknown key %q; keys are flag names without dashes in front (%s) and %s",
-				path, key, strings.Join(known, ", "), eventsKey)
+			return nil, usageErrorf("config file %s: unknown key %q; keys are flag names without dashes in front (%s), %s and %s",
+				path, key, strings.Join(known, ", "), eventsKey, sourcesKey)
 		}
 		var v any
 		if err := node.Decode(&v); err != nil {

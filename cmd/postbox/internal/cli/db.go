@@ -85,6 +85,11 @@ type dbOptions struct {
 
 func addDBFlags(f *flagSet, o *dbOptions) {
 	f.URL(&o.url, "db", "", "database URL: "+dbURLForms+" (required)")
+	addTableFlags(f, o)
+}
+
+// addTableFlags adds the flags of addDBFlags but --db, for commands that take --db their own way.
+func addTableFlags(f *flagSet, o *dbOptions) {
 	f.String(&o.schema, "schema", "", "", "NAME", "PostgreSQL schema or MySQL database holding the tables (default: the search path, or the URL's database)")
 	f.String(&o.table, "table", "", postbox.DefaultTable, "NAME", "outbox table")
 	f.String(&o.inboxTable, "inbox-table", "", postbox.DefaultInboxTable, "NAME", "inbox table")
@@ -120,6 +125,9 @@ func openDatabase(ctx context.Context, raw string, cfg *postbox.Config, pg pgOpt
 			return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
 		}
 		pg.configure(raw, pc)
+		if pg.maxConns > 0 {
+			pc.MaxConns = int32(min(pg.maxConns, 1<<30))
+		}
 		pool, err := pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", RedactURL(raw), err)
@@ -144,6 +152,9 @@ func openDatabase(ctx context.Context, raw string, cfg *postbox.Config, pg pgOpt
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", raw, err)
 		}
+		if pg.maxConns > 0 {
+			db.SetMaxOpenConns(pg.maxConns)
+		}
 		c, err := postbox.NewClient(databasesql.New(db, databasesql.SQLite), cfg)
 		if err != nil {
 			db.Close()
@@ -154,6 +165,9 @@ func openDatabase(ctx context.Context, raw string, cfg *postbox.Config, pg pgOpt
 		db, err := mysqlDB(raw)
 		if err != nil {
 			return nil, err
+		}
+		if pg.maxConns > 0 {
+			db.SetMaxOpenConns(pg.maxConns)
 		}
 		c, err := postbox.NewClient(databasesql.New(db, databasesql.MySQL), cfg)
 		if err != nil {

@@ -74,6 +74,20 @@ func logOTelErrors(log *slog.Logger) {
 }
 
 func newRelayMetrics(log *slog.Logger, stats postboxotel.StatsFunc) (*relayMetrics, error) {
+	m, err := newMeterProvider(log)
+	if err != nil {
+		return nil, err
+	}
+	if m.observer, err = postboxotel.NewMetrics(m.provider, stats); err != nil {
+		_ = m.provider.Shutdown(context.Background())
+		return nil, err
+	}
+	return m, nil
+}
+
+// newMeterProvider returns the relay's meter provider and /metrics handler, without instruments: the relay of
+// many sources makes one set per source (see relaySources).
+func newMeterProvider(log *slog.Logger) (*relayMetrics, error) {
 	logOTelErrors(log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -85,15 +99,8 @@ func newRelayMetrics(log *slog.Logger, stats postboxotel.StatsFunc) (*relayMetri
 	for _, v := range metricViews {
 		opts = append(opts, sdkmetric.WithView(v))
 	}
-	mp := sdkmetric.NewMeterProvider(opts...)
-	m, err := postboxotel.NewMetrics(mp, stats)
-	if err != nil {
-		_ = mp.Shutdown(context.Background())
-		return nil, err
-	}
 	return &relayMetrics{
-		provider: mp,
-		observer: m,
+		provider: sdkmetric.NewMeterProvider(opts...),
 		// A scrape during which the outbox cannot be read still serves the relay's own series.
 		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
 	}, nil

@@ -216,7 +216,10 @@ var statusCommand = &command{
 Counts pending and dead messages in total and per topic, and shows how long the oldest ready message has
 waited since it was due: a growing age means no relay is keeping up, or publishes keep failing. Pending splits
 into ready (due, or waiting to retry a failed publish) and scheduled (sent with a later time, such as send
---delay, and not due yet); scheduled messages are not late and never age the oldest pending figure.`,
+--delay, and not due yet); scheduled messages are not late and never age the oldest pending figure.
+
+With a config file that lists sources (see relay --help) and no --db, it shows one line per source; with
+--json, {"sources": [{"source": NAME, ...}]}, a source that cannot be read carrying its error.`,
 	examples: []string{
 		"postbox status --db postgres://postbox@localhost/app",
 		"postbox status --db sqlite:app.db --json | jq .oldest_pending_age_seconds",
@@ -229,6 +232,13 @@ into ready (due, or waiting to retry a failed publish) and scheduled (sent with 
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
+			}
+			if rt.file != nil && rt.file.sources != nil && o.url == "" {
+				specs, err := sourceSpecs(o, nil, 0, rt.file)
+				if err != nil {
+					return err
+				}
+				return runStatusSources(ctx, rt, o, specs, asJSON)
 			}
 			db, err := o.openMigrated(ctx, rt, nil)
 			if err != nil {

@@ -18,11 +18,12 @@ const (
 	poolerTransaction = "transaction"
 )
 
-// pgOptions are the PostgreSQL connection settings beyond the URL: the pooler in front of the database, and the
-// direct connection the relay listens on.
+// pgOptions are the connection settings beyond the URL: the pooler in front of the database, the direct
+// connection the relay listens on (both PostgreSQL's), and the most connections the pool opens.
 type pgOptions struct {
 	pooler    string // --db-pooler
 	listenURL string // --listen-db
+	maxConns  int    // --db-max-conns; 0 for the driver's default
 }
 
 func addPoolerFlag(f *flagSet, o *pgOptions) {

@@ -78,6 +78,8 @@ With --ordered the relay publishes the messages of each key one at a time, in en
 holds back its own key and no other, and with --dead-holds-key a dead one holds it until it is retried or purged.
 The tables need 'postbox migrate up --ordered'. An ordered relay runs one worker unless --workers says otherwise.
 
+` + sourcesHelp + `
+
 When the config file has an events registry, a message that breaks it (unknown type, wrong topic, missing key,
 invalid payload) is parked as dead at once instead of being published.
 
@@ -100,12 +102,13 @@ invalid payload) is parked as dead at once instead of being published.
 		"postbox relay --db postgres://app@pgbouncer:6432/app --db-pooler transaction --listen-db postgres://app@db-primary:5432/app --broker nats://localhost:4222",
 		"postbox relay --db postgres://relay@localhost/app --broker nats://localhost:4222 --wal --http 127.0.0.1:9090",
 		"postbox relay --config /etc/postbox.yaml",
+		"postbox relay --db postgres://relay@db-1/tenant_a --db postgres://relay@db-1/tenant_b --broker nats://localhost:4222",
 		"POSTBOX_DB=postgres://localhost/app POSTBOX_BROKER=stdout: postbox relay --workers 4",
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		var ro relayOptions
-		addDBFlags(f, &o)
+		addRelayDBFlags(f, &o, &ro)
 		f.URL(&ro.broker, "broker", "b", "default broker URL, for topics no --route matches")
 		f.List(&ro.routes, "route", "r", "PATTERN=URL", "send topics matching PATTERN to the broker at URL").secret = true
 		f.String(&ro.http, "http", "", "", "ADDR", "serve /healthz, /readyz and /metrics on this address, such as 127.0.0.1:9090")
@@ -145,12 +148,21 @@ invalid payload) is parked as dead at once instead of being published.
 			if ro.cfg.DeadHoldsKey && !o.ordered {
 				return usageErrorf("--dead-holds-key applies to ordered relays only; add --ordered")
 			}
+			if len(ro.dbs) > 1 || (rt.file != nil && rt.file.sources != nil) {
+				return runSources(ctx, rt, o, ro)
+			}
+			if len(ro.dbs) == 1 {
+				o.url = ro.dbs[0]
+			}
+			o.pg.maxConns = ro.maxConns
 			return runRelay(ctx, rt, o, ro)
 		}
 	},
 }
 
 type relayOptions struct {
+	dbs                  []string // --db, repeated for many sources
+	maxConns             int      // --db-max-conns
 	broker, http, source string
 	webhookSecret        string
 	webhookSecretFrom    string
@@ -345,10 +357,7 @@ func relayHandler(ready *readiness, m *relayMetrics) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		checks := ready.get(r.Context())
-		ok := true
-		for _, c := range checks {
-			ok = ok && c.OK
-		}
+		ok := isReady(checks)
 		w.Header().Set("Content-Type", "application/json")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
