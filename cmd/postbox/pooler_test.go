@@ -83,6 +83,8 @@ func TestBinaryThroughPgBouncer(t *testing.T) {
 	relay.waitFor(t, "the pooler warning", func() bool {
 		return strings.Contains(relay.stderr.String(), "looks like a connection pooler")
 	})
+	// The warning comes while the relay starts; stopping it then would cut its start-up checks short.
+	relay.waitFor(t, "relay started", func() bool { return strings.Contains(relay.stderr.String(), "relay started") })
 	relay.stop(t)
 
 	// Without --db-pooler, pgx's statement cache meets another client's statement: the error names the fix.
