@@ -2,12 +2,12 @@ package wal
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
+	"github.com/postbox-go/postbox/internal/uuid"
 )
 
 // Version is the encoding version this package writes first in every message's content. A relay reads the
@@ -24,9 +24,9 @@ const Version = 1
 //	headers: an unsigned varint count, then each name and value as a length and the bytes
 //	payload: the remaining bytes
 func Encode(r driver.Record) ([]byte, error) {
-	id, err := uuidBytes(r.ID)
+	id, err := uuid.Parse(r.ID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postbox wal: ID: %w", err)
 	}
 	n := 1 + 16 + 2*binary.MaxVarintLen64 + 4*binary.MaxVarintLen32 + len(r.Topic) + len(r.Key) + len(r.Type) + len(r.Payload)
 	for k, v := range r.Headers {
@@ -67,7 +67,7 @@ func Decode(content []byte) (driver.Record, error) {
 	}
 	d.b = d.b[1:]
 	id := d.bytes(16)
-	r.ID = uuidString(id)
+	r.ID = uuid.Format([16]byte(id))
 	r.CreatedAt = fromMicros(d.varint())
 	r.AvailableAt = r.CreatedAt
 	if a := d.varint(); a != 0 {
@@ -160,31 +160,4 @@ func (d *decoder) string() string {
 		return ""
 	}
 	return string(d.bytes(int(n)))
-}
-
-// uuidBytes parses a UUID in canonical text form.
-func uuidBytes(s string) ([16]byte, error) {
-	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, fmt.Errorf("postbox wal: ID %q is not a UUID in canonical form", s)
-	}
-	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
-		return u, fmt.Errorf("postbox wal: ID %q is not a UUID: %w", s, err)
-	}
-	return u, nil
-}
-
-func uuidString(b []byte) string {
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
 }
