@@ -23,6 +23,7 @@ type Relay struct {
 	cfg     RelayConfig
 	log     *slog.Logger
 	wake    chan struct{}
+	wakes   atomic.Uint64 // Wake calls so far, which a worker compares before and after a claim
 	running atomic.Bool
 	stats   relayCounters
 	outage  outage
@@ -136,6 +137,7 @@ func (r *Relay) Stats() RelayStats {
 // Call Wake after committing a transaction that enqueued through another client of the same tables, when the
 // relay runs in the same process. It never blocks.
 func (r *Relay) Wake() {
+	r.wakes.Add(1)
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -186,6 +188,7 @@ func (r *Relay) work(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
+		wakes := r.wakes.Load()
 		n, err := r.runOnce(ctx, limit, &next)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -204,6 +207,11 @@ func (r *Relay) work(ctx context.Context) {
 			if r.cfg.Workers > 1 {
 				r.Wake() // a backlog: bring in an idle worker too, while this one claims again at once
 			}
+		case n == 0 && r.wakes.Load() != wakes:
+			// A wake-up came while this claim ran, and may have been taken by another worker whose claim then
+			// skipped the new message: this claim held it locked for a moment (SKIP LOCKED) though it read the
+			// clock before the message was due. Claim again, so that the wake-up is not lost.
+			woke = true
 		case n > 0 || woke:
 			// Messages are flowing, or a client just woke us: transactions that committed a moment later carry
 			// no wake-up of their own, so look again shortly.

@@ -2,6 +2,7 @@ package postbox
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,5 +180,98 @@ func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
 	// The pollGate lets workers look 9/10 of an interval apart, to allow for timer drift.
 	if most := int64(window/(poll*9/10)) + 1; looks > most {
 		t.Fatalf("an idle relay of 3 workers looked %d times in %v, want at most %d (one per PollInterval %v)", looks, window, most, poll)
+	}
+}
+
+// skipLockedStore holds one message and claims it as a database with SKIP LOCKED does: a claim returns it only
+// when the claim read its clock after the message committed and no other claim holds the row, even for a moment.
+// A claim of a clock read before the commit locks the row while it finds the message not yet due. The next claim
+// to start after hold is set waits until release is closed.
+type skipLockedStore struct {
+	driver.Store[int]
+	mu        sync.Mutex
+	committed time.Time // zero until the message commits
+	claimed   bool
+	inFlight  int
+	hold      bool
+	held      chan struct{} // closed when the held claim started
+	release   chan struct{}
+	claims    atomic.Int64
+}
+
+func (s *skipLockedStore) Claim(_ context.Context, p driver.ClaimParams) (driver.Claim, error) {
+	s.mu.Lock()
+	others := s.inFlight
+	s.inFlight++
+	hold := s.hold
+	s.hold = false
+	s.mu.Unlock()
+	if hold {
+		close(s.held)
+		<-s.release
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.claims.Add(1)
+	s.inFlight--
+	if s.committed.IsZero() || s.claimed || p.Now.Before(s.committed) || others > 0 {
+		return emptyClaim{}, nil
+	}
+	s.claimed = true
+	return &recordsClaim{recs: []driver.Record{{Message: driver.Message{ID: "m1", Topic: "orders", Type: "order.created"}}}}, nil
+}
+
+type recordsClaim struct {
+	driver.Claim
+	recs []driver.Record
+}
+
+func (c *recordsClaim) Records() []driver.Record                        { return c.recs }
+func (c *recordsClaim) Settle(context.Context, driver.Settlement) error { return nil }
+
+// TestWakeDuringClaimIsNotLost: a wake-up that comes while one worker's claim runs, and is taken by another
+// worker whose claim skips the message that the first claim holds locked for a moment, still makes a claim find
+// the message. Neither a poll (an hour) nor a recheck (an hour) comes within the test's time.
+func TestWakeDuringClaimIsNotLost(t *testing.T) {
+	store := &skipLockedStore{held: make(chan struct{}), release: make(chan struct{})}
+	c, err := NewClient[int](storeDriver{store: store}, &Config{DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan struct{}, 1)
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error {
+		published <- struct{}{}
+		return nil
+	}), &RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		close(store.release)
+		<-done
+	}()
+	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
+	time.Sleep(10 * time.Millisecond) // both workers idle
+
+	store.mu.Lock()
+	store.hold = true
+	store.mu.Unlock()
+	r.Wake() // worker A claims, with a clock read before the commit below, and holds the row
+	<-store.held
+	store.mu.Lock()
+	store.committed = time.Now()
+	store.mu.Unlock()
+	claims := store.claims.Load()
+	r.Wake() // the commit's wake-up: worker B claims and skips the row A holds
+	waitFor(t, "worker B's claim", func() bool { return store.claims.Load() > claims })
+	store.release <- struct{}{} // A's claim ends, finding the message not yet due
+	select {
+	case <-published:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the message was not published within 5s: the wake-up that came during a claim was lost (%d claims)", store.claims.Load())
 	}
 }

@@ -91,7 +91,7 @@ func testWake[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		r := relay(t, c, rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour, DisableListen: true})
 		stop := run(t, r)
 		enqueueEach(t, c, rec, 3, func(i int) string {
-			return fmt.Sprintf("message %d was not published within 30s: the client did not wake its relay after the commit", i)
+			return fmt.Sprintf("message %d was not published within 30s: the client did not wake its relay after the commit (stats %+v)", i, r.Stats())
 		})
 		stop()
 	})
