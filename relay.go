@@ -182,14 +182,16 @@ func (r *Relay) work(ctx context.Context) {
 	// next is a claim taken with the last settle, to publish before claiming again. One left when the relay stops
 	// is released: its records are pending again at once.
 	var next driver.Claim
+	var look recheck
 	defer func() {
+		look.stop()
 		if next != nil {
 			_ = next.Release(context.WithoutCancel(ctx))
 		}
 	}()
 	for ctx.Err() == nil {
 		wakes := r.wakes.Load()
-		n, err := r.runOnce(ctx, limit, &next)
+		n, err := r.runOnce(ctx, limit, &next, &look)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // stopping: a claim cut short by cancellation is not a failure
@@ -214,9 +216,16 @@ func (r *Relay) work(ctx context.Context) {
 			woke = true
 		case n > 0 || woke:
 			// Messages are flowing, or a client just woke us: transactions that committed a moment later carry
-			// no wake-up of their own, so look again shortly.
+			// no wake-up of their own, so look again shortly: RecheckDelay after the claim returned, by this
+			// worker if it is done by then, else by an idle one (see recheck).
 			r.active()
-			woke = r.wait(ctx, r.cfg.RecheckDelay)
+			if d, mine := look.take(r.cfg.RecheckDelay); mine {
+				woke = r.wait(ctx, d)
+				break
+			}
+			r.busy.Add(-1)
+			woke = r.idle(ctx) // takes the look's wake-up at once unless another worker did
+			r.busy.Add(1)
 		default:
 			r.busy.Add(-1)
 			woke = r.idle(ctx)
@@ -246,7 +255,7 @@ func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 // batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	n, err := r.runOnce(ctx, r.cfg.BatchSize, nil)
+	n, err := r.runOnce(ctx, r.cfg.BatchSize, nil, nil)
 	if isBrokerDown(err) {
 		return n, nil // settled: the messages are pending again
 	}
@@ -259,7 +268,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 // With chain, runOnce publishes the claim *chain holds, if any, instead of claiming; and when the batch was full
 // and published, and the store can (driver.ChainClaimer), it settles and claims the next batch in one round trip
 // and leaves that claim in *chain.
-func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim) (int, error) {
+func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, look *recheck) (int, error) {
 	clock := r.client.cfg.Clock
 	params := func() driver.ClaimParams {
 		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished,
@@ -277,6 +286,9 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim) (in
 	recs := fromRows(claim.Records())
 	if len(recs) == 0 {
 		return 0, nil
+	}
+	if look != nil && len(recs) < limit && r.cfg.Workers > 1 {
+		look.arm(r)
 	}
 	started := clock.Now()
 	// From here on the batch must settle: detach from ctx so cancellation means "finish this batch".

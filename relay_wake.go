@@ -133,6 +133,45 @@ func (r *Relay) listen(ctx context.Context, l driver.Listener) {
 	}
 }
 
+// recheck is a worker's next look while messages flow: RecheckDelay after its claim returned messages but not a
+// full batch. Publishing and settling that batch may take longer than RecheckDelay (a commit waiting for the disk),
+// so the look is handed to the relay as a wake-up when it is due: an idle worker takes it, and the worker that
+// armed it looks itself only if it is done in time. Messages committed meanwhile so wait for RecheckDelay and a
+// claim, not for the batch before them to settle.
+type recheck struct {
+	at    time.Time
+	timer *time.Timer
+}
+
+// arm schedules r's wake-up RecheckDelay from now.
+func (l *recheck) arm(r *Relay) {
+	l.stop()
+	l.at = time.Now().Add(r.cfg.RecheckDelay)
+	l.timer = time.AfterFunc(r.cfg.RecheckDelay, r.Wake)
+}
+
+// take returns how long the worker should wait before looking itself, and false when the look's wake-up has
+// gone to the relay already, so that the worker should wait idle instead. With no look armed, it is delay.
+func (l *recheck) take(delay time.Duration) (time.Duration, bool) {
+	if l.timer == nil {
+		return delay, true
+	}
+	pending := l.timer.Stop()
+	l.timer = nil
+	if !pending {
+		return 0, false
+	}
+	return max(time.Until(l.at), 0), true
+}
+
+// stop cancels the wake-up, if any.
+func (l *recheck) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
 // pollGate lets one idle worker of a relay look per interval, so that an idle relay's cost does not grow with its
 // workers.
 type pollGate struct {

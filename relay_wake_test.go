@@ -275,3 +275,91 @@ func TestWakeDuringClaimIsNotLost(t *testing.T) {
 		t.Fatalf("the message was not published within 5s: the wake-up that came during a claim was lost (%d claims)", store.claims.Load())
 	}
 }
+
+// queueStore hands out the messages put into it, each to one claim; the first claim's settle waits until
+// release is closed, as a commit waiting for the disk does.
+type queueStore struct {
+	driver.Store[int]
+	mu      sync.Mutex
+	queue   []driver.Record
+	settles int
+	release chan struct{}
+	claims  atomic.Int64
+}
+
+func (s *queueStore) put(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, driver.Record{Message: driver.Message{ID: id, Topic: "orders", Type: "order.created"}})
+}
+
+func (s *queueStore) Claim(context.Context, driver.ClaimParams) (driver.Claim, error) {
+	defer s.claims.Add(1)
+	defer s.claims.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := s.queue
+	s.queue = nil
+	return &settleClaim{s: s, recs: recs}, nil
+}
+
+type settleClaim struct {
+	driver.Claim
+	s    *queueStore
+	recs []driver.Record
+}
+
+func (c *settleClaim) Records() []driver.Record { return c.recs }
+
+func (c *settleClaim) Settle(context.Context, driver.Settlement) error {
+	c.s.mu.Lock()
+	c.s.settles++
+	first := c.s.settles == 1
+	c.s.mu.Unlock()
+	if first {
+		<-c.s.release
+	}
+	return nil
+}
+
+// TestRecheckWhileSettling: while one worker's batch settles slowly, the look due RecheckDelay after its claim is
+// taken by an idle worker, so a message committed meanwhile is published before that batch has settled.
+func TestRecheckWhileSettling(t *testing.T) {
+	store := &queueStore{release: make(chan struct{})}
+	c, err := NewClient[int](storeDriver{store: store}, &Config{DisableNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan string, 2)
+	r, err := NewRelay(c, PublisherFunc(func(_ context.Context, recs []Record) error {
+		for _, rec := range recs {
+			published <- rec.ID
+		}
+		return nil
+	}), &RelayConfig{PollInterval: time.Hour, RecheckDelay: 5 * time.Millisecond, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
+	time.Sleep(20 * time.Millisecond) // both workers idle
+	store.put("m1")
+	r.Wake()
+	if id := <-published; id != "m1" {
+		t.Fatalf("published %s first, want m1", id)
+	}
+	store.put("m2") // m1's batch is settling, and stays so until the end of the test
+	select {
+	case <-published:
+		close(store.release)
+	case <-time.After(5 * time.Second):
+		close(store.release)
+		t.Fatal("a message committed while the batch before it settled waited for that settle: no idle worker took the look due RecheckDelay after the claim")
+	}
+}
