@@ -182,7 +182,7 @@ func (o Options) Validate() error {
 // Scenarios lists the scenarios in the order "all" runs them; "all" leaves out xmin, which takes minutes (twice
 // Options.XminHold a run).
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "latency-load", "xmin", "wal"}
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "latency-load", "xmin", "xmin-wal", "wal"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -209,11 +209,13 @@ func Describe(scenario string) string {
 		return "latency from each event's scheduled send time to its publish, at 5,000 and 10,000 events/s"
 	case "xmin":
 		return "a relay fed at a steady rate while a transaction holds back the xmin horizon, against none"
+	case "xmin-wal":
+		return "the xmin scenario in the WAL mode, on a cluster with wal_level = logical (--wal-url or one made with initdb)"
 	}
 	return ""
 }
 
-// Run runs one scenario, or every scenario but xmin when scenario is "all", and writes each result to out as it
+// Run runs one scenario, or every scenario but xmin and xmin-wal when scenario is "all", and writes each result to out as it
 // finishes. It returns the first error; a scenario that cannot run on the chosen database is reported, not failed.
 func Run(ctx context.Context, scenario string, opts Options, out io.Writer) error {
 	o := opts.WithDefaults()
@@ -222,7 +224,7 @@ func Run(ctx context.Context, scenario string, opts Options, out io.Writer) erro
 	}
 	names := []string{scenario}
 	if scenario == "all" {
-		names = slices.DeleteFunc(Scenarios(), func(s string) bool { return s == "xmin" })
+		names = slices.DeleteFunc(Scenarios(), func(s string) bool { return s == "xmin" || s == "xmin-wal" })
 	} else if !slices.Contains(Scenarios(), scenario) {
 		return fmt.Errorf("bench: unknown scenario %q; choose one of %s, or all", scenario, strings.Join(Scenarios(), ", "))
 	}
@@ -302,6 +304,11 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 			return Result{Skipped: "the xmin horizon is PostgreSQL's"}, nil
 		}
 		return benchXmin(ctx, t, o)
+	case "xmin-wal":
+		if t.dialect != "postgres" {
+			return Result{Skipped: "the WAL mode needs PostgreSQL"}, nil
+		}
+		return benchXminWAL(ctx, o)
 	}
 	return Result{}, fmt.Errorf("no scenario %q", name)
 }

@@ -39,26 +39,45 @@ func (o Options) walOutage() time.Duration {
 	return 10 * o.Duration
 }
 
-func benchWAL(ctx context.Context, o Options) (Result, error) {
-	url := o.WALURL
-	if url == "" {
-		o.Logger.Info("starting a PostgreSQL cluster with wal_level = logical")
-		cluster, err := chaos.NewPGCluster(ctx, "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
-			"shared_buffers = 256MB")
-		if err != nil {
-			return Result{}, err
-		}
-		defer cluster.Close()
-		url = cluster.URL("postgres")
+// walCluster returns the URL of a cluster with wal_level = logical: Options.WALURL, or one it makes with initdb,
+// which closing removes.
+func walCluster(ctx context.Context, o Options) (url string, closing func(), err error) {
+	if o.WALURL != "" {
+		return o.WALURL, func() {}, nil
 	}
+	o.Logger.Info("starting a PostgreSQL cluster with wal_level = logical")
+	cluster, err := chaos.NewPGCluster(ctx, "wal_level = logical", "max_wal_senders = 10", "max_replication_slots = 10",
+		"shared_buffers = 256MB")
+	if err != nil {
+		return "", nil, err
+	}
+	return cluster.URL("postgres"), func() { _ = cluster.Close() }, nil
+}
+
+// walPool opens a pool on url and checks that the WAL mode can run there.
+func walPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := wal.Check(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("--wal-url: %w", err)
+	}
+	return pool, nil
+}
+
+func benchWAL(ctx context.Context, o Options) (Result, error) {
+	url, closing, err := walCluster(ctx, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closing()
+	pool, err := walPool(ctx, url)
 	if err != nil {
 		return Result{}, err
 	}
 	defer pool.Close()
-	if err := wal.Check(ctx, pool); err != nil {
-		return Result{}, fmt.Errorf("--wal-url: %w", err)
-	}
 	cfg := o.clientConfig()
 	cfg.Table, cfg.InboxTable = walTables+"_outbox", walTables+"_inbox"
 	table, err := postbox.NewClient(pgxv5.New(pool), &cfg)
@@ -349,4 +368,56 @@ func caughtUp(ctx context.Context, pool *pgxpool.Pool, slot string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// benchXminWAL is the xmin scenario (see benchXmin) in the WAL mode, on a cluster with wal_level = logical (see
+// walCluster): messages are WAL records, not rows, so a held xmin horizon leaves nothing for the relay to walk
+// past, and the outbox table stays empty.
+func benchXminWAL(ctx context.Context, o Options) (Result, error) {
+	url, closing, err := walCluster(ctx, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closing()
+	pool, err := walPool(ctx, url)
+	if err != nil {
+		return Result{}, err
+	}
+	defer pool.Close()
+	cfg := o.clientConfig()
+	cfg.Table, cfg.InboxTable = walTables+"_outbox", walTables+"_inbox"
+	client, err := postbox.NewClient(wal.New(pool), &cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		return Result{}, err
+	}
+	slot := wal.SlotName(driver.Names{Outbox: cfg.Table})
+	if err := wal.CreateSlot(ctx, pool, slot); err != nil {
+		return Result{}, err
+	}
+	defer func() { _, _ = wal.DropSlot(context.WithoutCancel(ctx), pool, slot) }()
+	return measureXmin(ctx, o, xminMode{
+		url: url, table: cfg.Table,
+		enqueue: func(ctx context.Context, seq int) error {
+			return client.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := client.Enqueue(ctx, tx, o.message(seq))
+				return err
+			})
+		},
+		start: func(ctx context.Context, pub postbox.Publisher) (func() error, error) {
+			r, err := wal.NewRelay(pool, client, pub, o.walRelayConfig())
+			if err != nil {
+				return nil, err
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(rctx) }()
+			return func() error {
+				cancel()
+				return <-done
+			}, nil
+		},
+	})
 }

@@ -41,13 +41,45 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		return Result{}, err
 	}
 	defer dropOutbox(context.WithoutCancel(ctx), t, c, table)
+	return measureXmin(ctx, o, xminMode{
+		url: url, table: table,
+		enqueue: func(ctx context.Context, seq int) error {
+			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+				_, err := client.Enqueue(ctx, tx, o.message(seq))
+				return err
+			})
+		},
+		start: func(ctx context.Context, pub postbox.Publisher) (func() error, error) {
+			relay, err := startRelay(ctx, t, client, pub, o)
+			if err != nil {
+				return nil, err
+			}
+			return func() error {
+				defer relay.close()
+				return relay.stop()
+			}, nil
+		},
+	})
+}
+
+// xminMode is what the xmin scenario measures: producers enqueueing through enqueue, one event per call, and the
+// relay start starts, publishing to pub until the function it returns stops it, on the outbox table of the
+// PostgreSQL cluster at url.
+type xminMode struct {
+	url, table string
+	enqueue    func(ctx context.Context, seq int) error
+	start      func(ctx context.Context, pub postbox.Publisher) (stop func() error, err error)
+}
+
+// measureXmin runs the free and the held phase of the xmin scenario (see benchXmin) in mode.
+func measureXmin(ctx context.Context, o Options, mode xminMode) (Result, error) {
 	// Two sessions of their own: one reads the table's figures, the other holds the snapshot.
-	stats, err := pgx.Connect(ctx, url)
+	stats, err := pgx.Connect(ctx, mode.url)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stats.Close(context.WithoutCancel(ctx))
-	holder, err := pgx.Connect(ctx, url)
+	holder, err := pgx.Connect(ctx, mode.url)
 	if err != nil {
 		return Result{}, err
 	}
@@ -64,11 +96,16 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		}
 		return nil
 	})
-	relay, err := startRelay(ctx, t, client, pub, o)
+	stop, err := mode.start(ctx, pub)
 	if err != nil {
 		return Result{}, err
 	}
-	defer relay.close()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = stop()
+		}
+	}()
 
 	res := Result{Extra: map[string]float64{}}
 	var rates, p99s [2]float64
@@ -77,10 +114,10 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		if held {
 			prefix = "held_"
 		}
-		if _, err := stats.Exec(ctx, "VACUUM "+table); err != nil {
+		if _, err := stats.Exec(ctx, "VACUUM "+mode.table); err != nil {
 			return Result{}, err
 		}
-		before, err := outboxFigures(ctx, stats, table, extErr == nil)
+		before, err := outboxFigures(ctx, stats, mode.table, extErr == nil)
 		if err != nil {
 			return Result{}, err
 		}
@@ -97,10 +134,7 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		lat := newDueLatencies(s, base)
 		cur.Store(lat)
 		sent, _, err := s.run(ctx, xminProducers, func(ctx context.Context, first, _ int) error {
-			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
-				_, err := client.Enqueue(ctx, tx, o.message(base+first))
-				return err
-			})
+			return mode.enqueue(ctx, base+first)
 		})
 		if err == nil && !lat.waitPublished(ctx, int64(sent), time.Minute) {
 			// A relay that fell behind is the finding, not a failure: its rate says by how much.
@@ -110,7 +144,7 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		}
 		var after outboxStats
 		if err == nil {
-			after, err = outboxFigures(ctx, stats, table, extErr == nil)
+			after, err = outboxFigures(ctx, stats, mode.table, extErr == nil)
 		}
 		if hold != nil {
 			err = errors.Join(err, hold.Rollback(ctx))
@@ -131,7 +165,8 @@ func benchXmin[TTx any](ctx context.Context, t *target[TTx], o Options) (Result,
 		before.put(res.Extra, prefix, "_before")
 		after.put(res.Extra, prefix, "_after")
 	}
-	if err := relay.stop(); err != nil {
+	stopped = true
+	if err := stop(); err != nil {
 		return Result{}, err
 	}
 	res.EventsPerS, res.BaselinePerS, res.Ratio = rates[1], rates[0], rates[1]/rates[0]

@@ -54,7 +54,7 @@ with JetStream for relay-nats; the bench makes a stream for --topic and deletes 
 Each result is one line, or with --json one object with scenario, db, events_per_s (Postbox), baseline_per_s,
 ratio (events_per_s / baseline_per_s; with --runs the median of each run's ratio), p50_ms, p99_ms, max_ms and
 idle_queries_per_s for latency, the scenario's other figures, and load_avg (the machine's one-minute load
-average at the end of the run). xmin runs for twice --xmin-hold. Progress is logged at the info level. SIGINT
+average at the end of the run). xmin and xmin-wal run for twice --xmin-hold. Progress is logged at the info level. SIGINT
 stops the run: the scenario under way cleans up and the command exits 1; the results printed so far stand.
 docs/PERFORMANCE.md has figures and how to read them.
 
@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("relay workers (default %d, or 1 in ordered mode)", postbox.DefaultWorkers))
 	f.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultIdleWindow, "how long the latency scenario watches an idle relay")
 	f.BoolVar(&o.LocalRelay, "local-relay", false, "latency: make the relay from the producers' client, as in one process, so that their enqueues wake it")
-	f.DurationVar(&o.XminHold, "xmin-hold", bench.DefaultXminHold, "how long the xmin scenario holds the xmin horizon back, and produces without")
+	f.DurationVar(&o.XminHold, "xmin-hold", bench.DefaultXminHold, "how long the xmin scenarios hold the xmin horizon back, and produce without")
 	f.DurationVar(&o.NotifyInterval, "notify-interval", 0,
 		fmt.Sprintf("clients' wake-up NotifyInterval (default %s); negative turns wake-ups off", postbox.DefaultNotifyInterval))
 	f.DurationVar(&o.RecheckDelay, "recheck-delay", 0, fmt.Sprintf("relays' RecheckDelay (default %s)", postbox.DefaultRecheckDelay))
@@ -200,7 +200,7 @@ func benchScenarioList() string {
 	for _, s := range bench.Scenarios() {
 		fmt.Fprintf(&b, "  %-13s %s\n", s, bench.Describe(s))
 	}
-	fmt.Fprintf(&b, "  %-13s %s", "all", "every scenario above but xmin, in this order (the default)")
+	fmt.Fprintf(&b, "  %-13s %s", "all", "every scenario above but xmin and xmin-wal, in this order (the default)")
 	return b.String()
 }
 
