@@ -194,7 +194,7 @@ func Describe(scenario string) string {
 	case "notify":
 		return "32 producers committing with no wake-up, with Postbox's coalesced one, and with one NOTIFY per transaction"
 	case "relay":
-		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING (MySQL: SELECT ... SKIP LOCKED, DELETE)"
+		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING (MySQL: SELECT ... SKIP LOCKED, DELETE), and (pgx) against the relay's round trips in plain SQL"
 	case "relay-nats":
 		return "draining the backlog to NATS JetStream with acks against publishing the same messages directly"
 	case "latency":

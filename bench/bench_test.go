@@ -80,7 +80,7 @@ func TestEveryScenarioOnPostgres(t *testing.T) {
 	positive(t, got["enqueue"], "batch_events_per_s", "batch_baseline_per_s", "batch_ratio", "ordered_index_ratio",
 		"insert_baseline_per_s", "insert_ratio")
 	positive(t, got["notify"], "notify_each_tx_per_s", "relay_wakeups")
-	positive(t, got["relay"], "rss_mib")
+	positive(t, got["relay"], "rss_mib", "protocol_per_s", "protocol_ratio", "protocol_baseline_ratio")
 	positive(t, got["latency"], "p50_ms", "p99_ms", "max_ms")
 	// The idle query rate is a figure to read, not to judge here: a window this short may hold no poll at all, and a
 	// wall-clock rate on a shared machine is no test. Check only that it is reported.

@@ -11,30 +11,56 @@ import (
 )
 
 // benchRelay drains a backlog to a publisher that acknowledges at once, against the SQL-only drain of the same
-// rows: one DELETE ... RETURNING per batch, which is the least work any relay on this table shape can do.
+// rows: one DELETE ... RETURNING per batch, which is the least work any relay on this table shape can do. Where
+// the client library pipelines (pgx), a third drain does the relay's own round trips in plain SQL (see
+// conns.txDrain): each batch's DELETE held in a transaction until its rows are read, as a relay must hold it
+// until the broker has them. Its rate, protocol_per_s, bounds any relay that keeps that promise, and
+// protocol_ratio is the relay's rate against it.
 func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
-	const rawTable = "bench_relay_raw"
+	const rawTable, txTable = "bench_relay_raw", "bench_relay_tx"
 	d, err := prepareDrain(ctx, t, o, o.workers(false)+2, "bench_relay", rawTable, noopPublisher)
 	if err != nil {
 		return Result{}, err
 	}
 	defer d.close()
 	c, relay := d.conns, d.relay
-	o.Logger.Info("draining with SQL only and with the relay, in turns", "events", o.Events)
-	debug.FreeOSMemory() // the backlog's messages were built in this process; count the relay's memory only
-	rss := sampleRSS()
-	rates, err := interleave(int64(o.Events),
+	contestants := []func(int64, bool) (int64, time.Duration, error){
 		timed(func(share int64, last bool) (int64, error) {
 			return relayShare(ctx, relay, share, int64(o.Events), last)
 		}),
 		timed(func(share int64, last bool) (int64, error) {
 			return sqlDrain(ctx, t, c, rawTable, o, share, last)
+		}),
+	}
+	if c.txDrain != nil {
+		if _, err := newOutbox(ctx, t, c, txTable, o.clientConfig()); err != nil {
+			return Result{}, err
+		}
+		defer dropOutbox(context.WithoutCancel(ctx), t, c, txTable)
+		if err := copyTable(ctx, t, c, rawTable, txTable); err != nil {
+			return Result{}, err
+		}
+		if err := settle(ctx, t, c, txTable); err != nil {
+			return Result{}, err
+		}
+		contestants = append(contestants, timed(func(share int64, last bool) (int64, error) {
+			return protocolDrain(ctx, t, c, txTable, o, share, last)
 		}))
+	}
+	o.Logger.Info("draining with SQL only and with the relay, in turns", "events", o.Events)
+	debug.FreeOSMemory() // the backlog's messages were built in this process; count the relay's memory only
+	rss := sampleRSS()
+	rates, err := interleave(int64(o.Events), contestants...)
 	peak := rss.Stop()
 	if err != nil {
 		return Result{}, err
 	}
 	res := newResult(rates[0], rates[1])
+	if len(rates) > 2 {
+		res.Extra["protocol_per_s"] = rates[2]
+		res.Extra["protocol_ratio"] = rates[0] / rates[2]
+		res.Extra["protocol_baseline_ratio"] = rates[2] / rates[1]
+	}
 	res.Extra["rss_mib"] = peak
 	res.Extra["batch_size"] = float64(o.BatchSize)
 	res.Extra["workers"] = float64(o.workers(false))
@@ -167,10 +193,8 @@ func newRelay[TTx any](rc *conns[TTx], client *postbox.Client[TTx], pub postbox.
 	return postbox.NewRelay(rclient, pub, &cfg)
 }
 
-// sqlDrain deletes at least n rows of table, or all when last, with one DELETE ... RETURNING per batch (or, where
-// the database has none, conns.claimDelete) from as many connections as the relay has workers, reading every
-// column the relay reads, and returns how many it deleted.
-func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table string, o Options, n int64, last bool) (int64, error) {
+// deleteBatch is the SQL-only drain's statement: one DELETE ... RETURNING of a batch of table's pending rows.
+func deleteBatch[TTx any](t *target[TTx], table string, o Options) string {
 	// The limit is a literal: as a parameter, PostgreSQL's generic plan for the cached statement guesses a large
 	// batch and hash-joins the whole table, which would make this baseline slower than it needs to be.
 	inner := "SELECT id FROM " + table + " WHERE status = 'pending' AND available_at <= " + t.ph(1) + " ORDER BY id LIMIT " +
@@ -178,7 +202,14 @@ func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table
 	if t.dialect == "postgres" {
 		inner += " FOR UPDATE SKIP LOCKED"
 	}
-	q := "DELETE FROM " + table + " WHERE id IN (" + inner + ") RETURNING " + recordCols(t.dialect)
+	return "DELETE FROM " + table + " WHERE id IN (" + inner + ") RETURNING " + recordCols(t.dialect)
+}
+
+// sqlDrain deletes at least n rows of table, or all when last, with one DELETE ... RETURNING per batch (or, where
+// the database has none, conns.claimDelete) from as many connections as the relay has workers, reading every
+// column the relay reads, and returns how many it deleted.
+func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table string, o Options, n int64, last bool) (int64, error) {
+	q := deleteBatch(t, table, o)
 	batch := func() (int, error) { return c.readRecords(ctx, q, t.now()) }
 	if c.claimDelete != nil {
 		batch = func() (int, error) { return c.claimDelete(ctx, table, o.BatchSize) }
@@ -198,6 +229,27 @@ func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table
 			}
 			errs <- nil
 		}()
+	}
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return total.Load(), first
+}
+
+// protocolDrain is sqlDrain with the relay's round trips (see conns.txDrain): from as many connections as the
+// relay has workers, each deletes batches in transactions committed with the next batch's claim.
+func protocolDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table string, o Options, n int64, last bool) (int64, error) {
+	var total atomic.Int64
+	more := func(deleted int) bool {
+		return deleted > 0 && (total.Add(int64(deleted)) < n || last)
+	}
+	workers := o.workers(false)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() { errs <- c.txDrain(ctx, deleteBatch(t, table, o), more, t.now()) }()
 	}
 	var first error
 	for range workers {

@@ -47,6 +47,10 @@ type conns[TTx any] struct {
 	// claimDelete, where the database has no DELETE ... RETURNING (MySQL), is the relay's baseline for one batch:
 	// lock at most limit pending rows of table, read them, delete them and commit; it returns the rows deleted.
 	claimDelete func(ctx context.Context, table string, limit int) (int, error)
+	// txDrain, where the client library pipelines (pgx), is the relay's own protocol in plain SQL on one
+	// connection: q (a DELETE ... RETURNING) in a transaction, its rows read, then COMMIT, BEGIN and q again in one
+	// round trip, while more, told the rows each q deleted, says so; then it commits.
+	txDrain func(ctx context.Context, q string, more func(deleted int) bool, args ...any) error
 	// queries returns the number of statements sent through this pool so far, or -1 when it cannot be counted.
 	queries func() int64
 	close   func()
@@ -124,6 +128,14 @@ func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
 					n++
 				}
 				return n, rows.Err()
+			},
+			txDrain: func(ctx context.Context, q string, more func(int) bool, args ...any) error {
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Release()
+				return pipelinedDrain(ctx, conn.Conn(), q, more, args...)
 			},
 			queries: counter.n.Load,
 			close:   pool.Close,
@@ -280,4 +292,44 @@ func ensurePostgres(ctx context.Context, raw string) (string, error) {
 		return "", fmt.Errorf("bench: create database %s: %w", name, err)
 	}
 	return raw, nil
+}
+
+// pipelinedDrain is conns.txDrain on conn: the relay's round trips (BEGIN and the claim; then COMMIT, BEGIN and the
+// next claim), without the relay.
+func pipelinedDrain(ctx context.Context, conn *pgx.Conn, q string, more func(int) bool, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	for {
+		batch.Queue(q, args...)
+		br := conn.SendBatch(ctx, batch)
+		for range batch.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				return errors.Join(err, br.Close())
+			}
+		}
+		rows, err := br.Query()
+		n := 0
+		if err == nil {
+			for rows.Next() {
+				if err = rows.Scan(newRecordDest("postgres").dests()...); err != nil {
+					break
+				}
+				n++
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err = errors.Join(err, br.Close()); err != nil {
+			return err
+		}
+		if !more(n) {
+			_, err := conn.Exec(ctx, "COMMIT")
+			return err
+		}
+		batch = &pgx.Batch{}
+		batch.Queue("COMMIT")
+		batch.Queue("BEGIN")
+	}
 }
