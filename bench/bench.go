@@ -52,6 +52,7 @@ const (
 	DefaultKeys        = 1000
 	DefaultPayload     = 256
 	DefaultIdleWindow  = 5 * time.Second
+	DefaultTurns       = 20
 	DefaultTopic       = "postbox-bench.orders"
 	DefaultXminHold    = 5 * time.Minute
 )
@@ -92,6 +93,11 @@ type Options struct {
 	Workers   int
 	// IdleWindow is how long the latency scenario watches an idle relay. Default: DefaultIdleWindow (5s).
 	IdleWindow time.Duration
+	// Turns is how many times the drain scenarios (relay, relay-nats, ordered) switch between Postbox and the
+	// baseline. Each turn starts the relay again, which costs it a ramp (its first claim is not chained to a
+	// settle) and the claim it took ahead when it stops (rolled back, and claimed again in its next turn): fewer
+	// turns show the rate of a relay that keeps running. Default: DefaultTurns (20).
+	Turns int
 	// LocalRelay makes the latency scenario's relay from the producers' client, as in one process, so that their
 	// enqueues and commits wake it (see postbox.RelayConfig.QuietDivisor). Default: false, a relay of its own
 	// client, as in another process, which finds messages by notification (PostgreSQL) or by looking.
@@ -142,6 +148,7 @@ func (o Options) WithDefaults() Options {
 	def(&o.PayloadBytes, DefaultPayload)
 	def(&o.BatchSize, postbox.DefaultBatchSize)
 	def(&o.Runs, 1)
+	def(&o.Turns, DefaultTurns)
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration
 	}
@@ -165,7 +172,7 @@ func (o Options) Validate() error {
 		n    int
 	}{{"Events", o.Events}, {"Rate", o.Rate}, {"Clients", o.Clients}, {"NotifyClients", o.NotifyClients},
 		{"Keys", o.Keys}, {"PayloadBytes", o.PayloadBytes}, {"BatchSize", o.BatchSize}, {"Workers", o.Workers},
-		{"Runs", o.Runs}} {
+		{"Runs", o.Runs}, {"Turns", o.Turns}} {
 		if v.n < 0 {
 			return fmt.Errorf("bench: %s is %d; use a positive number or 0 for the default", v.name, v.n)
 		}

@@ -166,6 +166,7 @@ func TestBadOptions(t *testing.T) {
 		{"nope", Options{}, "unknown scenario"},
 		{"relay", Options{DB: "oracle"}, "unknown database"},
 		{"relay", Options{Events: -1}, "Events is -1"},
+		{"relay", Options{Turns: -1}, "Turns is -1"},
 		{"relay", Options{PayloadBytes: 8}, "at least 32"},
 	} {
 		err := Run(context.Background(), c.scenario, c.o, &bytes.Buffer{})

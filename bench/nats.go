@@ -53,7 +53,7 @@ func benchRelayNATS[TTx any](ctx context.Context, t *target[TTx], o Options) (Re
 	o.Logger.Info("relaying to JetStream and publishing to it directly, in turns", "events", o.Events)
 	debug.FreeOSMemory()
 	total := int64(o.Events)
-	rates, err := interleave(total,
+	rates, err := interleave(o.Turns, total,
 		timed(func(share int64, last bool) (int64, error) { return relayShare(ctx, relay, share, total, last) }),
 		direct.publish)
 	if err != nil {

@@ -62,7 +62,7 @@ func benchOrdered[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 	o.Logger.Info("draining in order and unordered, in turns", "events", o.Events, "keys", o.Keys)
 	debug.FreeOSMemory()
 	total := int64(o.Events)
-	rates, err := interleave(total,
+	rates, err := interleave(o.Turns, total,
 		timed(func(share int64, last bool) (int64, error) { return relayShare(ctx, inOrder, share, total, last) }),
 		timed(func(share int64, last bool) (int64, error) { return relayShare(ctx, base, share, total, last) }))
 	if err != nil {

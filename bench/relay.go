@@ -50,7 +50,7 @@ func benchRelay[TTx any](ctx context.Context, t *target[TTx], o Options) (Result
 	o.Logger.Info("draining with SQL only and with the relay, in turns", "events", o.Events)
 	debug.FreeOSMemory() // the backlog's messages were built in this process; count the relay's memory only
 	rss := sampleRSS()
-	rates, err := interleave(int64(o.Events), contestants...)
+	rates, err := interleave(o.Turns, int64(o.Events), contestants...)
 	peak := rss.Stop()
 	if err != nil {
 		return Result{}, err

@@ -301,16 +301,13 @@ func readRSS() int64 {
 	return -1
 }
 
-// turns is how many times the drain scenarios switch between Postbox and the baseline.
-const turns = 20
-
 // interleave gives each contestant its share of total events in turns, alternating which goes first, so that all
 // meet the same load on a shared machine, and returns each one's events per second. A contestant handles at least
 // its share, and everything left in its last turn, and reports how many events it handled in how much time.
-func interleave(total int64, contestants ...func(share int64, last bool) (int64, time.Duration, error)) ([]float64, error) {
+func interleave(turns int, total int64, contestants ...func(share int64, last bool) (int64, time.Duration, error)) ([]float64, error) {
 	done := make([]int64, len(contestants))
 	spent := make([]time.Duration, len(contestants))
-	share := total / turns
+	share := total / int64(turns)
 	for turn := range turns {
 		for k := range contestants {
 			i := (k + turn) % len(contestants)

@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f.IntVar(&o.PayloadBytes, "payload-bytes", bench.DefaultPayload, "payload bytes per event, at least 32")
 	f.IntVar(&o.BatchSize, "batch-size", postbox.DefaultBatchSize, "most messages one relay claim takes")
 	f.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("relay workers (default %d, or 1 in ordered mode)", postbox.DefaultWorkers))
+	f.IntVar(&o.Turns, "turns", bench.DefaultTurns, "times the drain scenarios switch between the relay and the baseline; each turn starts the relay again")
 	f.DurationVar(&o.IdleWindow, "idle-window", bench.DefaultIdleWindow, "how long the latency scenario watches an idle relay")
 	f.BoolVar(&o.LocalRelay, "local-relay", false, "latency: make the relay from the producers' client, as in one process, so that their enqueues wake it")
 	f.DurationVar(&o.XminHold, "xmin-hold", bench.DefaultXminHold, "how long the xmin scenarios hold the xmin horizon back, and produce without")
@@ -268,7 +269,7 @@ func (bo *benchOptions) resolve() error {
 // benchFlagNames rewrites the names of bench.Options fields in its errors as the flags that set them.
 var benchFlagNames = strings.NewReplacer("NotifyClients", "--notify-clients", "Events", "--backlog", "Rate", "--rate",
 	"Clients", "--clients", "Keys", "--keys", "PayloadBytes", "--payload-bytes", "BatchSize", "--batch-size",
-	"Workers", "--workers", "Runs", "--runs", "Duration", "--duration", "IdleWindow", "--idle-window",
+	"Workers", "--workers", "Runs", "--runs", "Turns", "--turns", "Duration", "--duration", "IdleWindow", "--idle-window",
 	"RecheckDelay", "--recheck-delay", "XminHold", "--xmin-hold")
 
 // benchScenarios returns the scenarios named on the command line, all of them when none is, and refuses an
