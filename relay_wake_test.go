@@ -55,6 +55,14 @@ func startIdleRelay(t *testing.T, cfg *RelayConfig) (*Client[int], *peekStore, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	runRelay(t, r)
+	waitFor(t, "the relay's first claim", func() bool { return store.claims.Load() >= 1 && c.local.running.Load() == 1 })
+	return c, store, r
+}
+
+// runRelay runs r until the test ends, and fails the test if Run returns an error.
+func runRelay(t *testing.T, r *Relay) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -64,8 +72,6 @@ func startIdleRelay(t *testing.T, cfg *RelayConfig) (*Client[int], *peekStore, *
 			t.Error(err)
 		}
 	})
-	waitFor(t, "the relay's first claim", func() bool { return store.claims.Load() >= 1 && c.local.running.Load() == 1 })
-	return c, store, r
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -161,15 +167,9 @@ func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runRelay(t, r)
 	waitFor(t, "the relay running", func() bool { return c.local.running.Load() == 1 })
-	if _, err := c.Enqueue(ctx, 1, Message{Topic: "orders", Type: "order.created"}); err != nil {
+	if _, err := c.Enqueue(context.Background(), 1, Message{Topic: "orders", Type: "order.created"}); err != nil {
 		t.Fatal(err) // activity: the relay looks often, then ever less often
 	}
 	waitFor(t, "a look after the enqueue", func() bool { return store.looks.Load() >= 1 })
@@ -246,14 +246,8 @@ func TestWakeDuringClaimIsNotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		close(store.release)
-		<-done
-	}()
+	runRelay(t, r)
+	t.Cleanup(func() { close(store.release) }) // runs before the relay is stopped: the held claim must end
 	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
 	time.Sleep(10 * time.Millisecond) // both workers idle
 
@@ -340,13 +334,7 @@ func TestRecheckWhileSettling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runRelay(t, r)
 	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
 	time.Sleep(20 * time.Millisecond) // both workers idle
 	store.put("m1")

@@ -215,28 +215,17 @@ func sqlDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], table
 		batch = func() (int, error) { return c.claimDelete(ctx, table, o.BatchSize) }
 	}
 	var total atomic.Int64
-	workers := o.workers(false)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() {
-			for total.Load() < n || last {
-				got, err := batch()
-				if err != nil || got == 0 {
-					errs <- err
-					return
-				}
-				total.Add(int64(got))
+	err := inParallel(o.workers(false), func() error {
+		for total.Load() < n || last {
+			got, err := batch()
+			if err != nil || got == 0 {
+				return err
 			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for range workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+			total.Add(int64(got))
 		}
-	}
-	return total.Load(), first
+		return nil
+	})
+	return total.Load(), err
 }
 
 // protocolDrain is sqlDrain with the relay's round trips (see conns.txDrain): from as many connections as the
@@ -246,18 +235,8 @@ func protocolDrain[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], 
 	more := func(deleted int) bool {
 		return deleted > 0 && (total.Add(int64(deleted)) < n || last)
 	}
-	workers := o.workers(false)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() { errs <- c.txDrain(ctx, deleteBatch(t, table, o), more, t.now()) }()
-	}
-	var first error
-	for range workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return total.Load(), first
+	err := inParallel(o.workers(false), func() error { return c.txDrain(ctx, deleteBatch(t, table, o), more, t.now()) })
+	return total.Load(), err
 }
 
 // relayShare runs relay until it has published share more messages, or all total when last, and returns how many

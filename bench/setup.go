@@ -301,6 +301,21 @@ func readRSS() int64 {
 	return -1
 }
 
+// inParallel runs fn in n goroutines and returns the first error any returned, once all have returned.
+func inParallel(n int, fn func() error) error {
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- fn() }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // interleave gives each contestant its share of total events in turns, alternating which goes first, so that all
 // meet the same load on a shared machine, and returns each one's events per second. A contestant handles at least
 // its share, and everything left in its last turn, and reports how many events it handled in how much time.

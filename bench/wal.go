@@ -54,32 +54,36 @@ func walCluster(ctx context.Context, o Options) (url string, closing func(), err
 	return cluster.URL("postgres"), func() { _ = cluster.Close() }, nil
 }
 
-// walPool opens a pool on url and checks that the WAL mode can run there.
-func walPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+// walSetup opens a pool on a cluster with wal_level = logical (see walCluster), checks that the WAL mode can run
+// there, and returns the client configuration of the scenarios' tables; closing closes the pool and the cluster.
+func walSetup(ctx context.Context, o Options) (url string, pool *pgxpool.Pool, cfg postbox.Config, closing func(), err error) {
+	url, stop, err := walCluster(ctx, o)
 	if err != nil {
-		return nil, err
+		return "", nil, cfg, nil, err
+	}
+	if pool, err = pgxpool.New(ctx, url); err != nil {
+		stop()
+		return "", nil, cfg, nil, err
+	}
+	closing = func() {
+		pool.Close()
+		stop()
 	}
 	if err := wal.Check(ctx, pool); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("--wal-url: %w", err)
+		closing()
+		return "", nil, cfg, nil, fmt.Errorf("--wal-url: %w", err)
 	}
-	return pool, nil
+	cfg = o.clientConfig()
+	cfg.Table, cfg.InboxTable = walTables+"_outbox", walTables+"_inbox"
+	return url, pool, cfg, closing, nil
 }
 
 func benchWAL(ctx context.Context, o Options) (Result, error) {
-	url, closing, err := walCluster(ctx, o)
+	_, pool, cfg, closing, err := walSetup(ctx, o)
 	if err != nil {
 		return Result{}, err
 	}
 	defer closing()
-	pool, err := walPool(ctx, url)
-	if err != nil {
-		return Result{}, err
-	}
-	defer pool.Close()
-	cfg := o.clientConfig()
-	cfg.Table, cfg.InboxTable = walTables+"_outbox", walTables+"_inbox"
 	table, err := postbox.NewClient(pgxv5.New(pool), &cfg)
 	if err != nil {
 		return Result{}, err
@@ -374,18 +378,11 @@ func caughtUp(ctx context.Context, pool *pgxpool.Pool, slot string) error {
 // walCluster): messages are WAL records, not rows, so a held xmin horizon leaves nothing for the relay to walk
 // past, and the outbox table stays empty.
 func benchXminWAL(ctx context.Context, o Options) (Result, error) {
-	url, closing, err := walCluster(ctx, o)
+	url, pool, cfg, closing, err := walSetup(ctx, o)
 	if err != nil {
 		return Result{}, err
 	}
 	defer closing()
-	pool, err := walPool(ctx, url)
-	if err != nil {
-		return Result{}, err
-	}
-	defer pool.Close()
-	cfg := o.clientConfig()
-	cfg.Table, cfg.InboxTable = walTables+"_outbox", walTables+"_inbox"
 	client, err := postbox.NewClient(wal.New(pool), &cfg)
 	if err != nil {
 		return Result{}, err
