@@ -180,13 +180,18 @@ func (r *Relay) work(ctx context.Context) {
 	r.busy.Add(1)
 	defer r.busy.Add(-1)
 	// next is a claim taken with the last settle, to publish before claiming again. One left when the relay stops
-	// is released: its records are pending again at once.
+	// is an in-flight batch like the one before it: it is published and settled before Run returns, as rolling it
+	// back would throw away the claim's writes for the next relay to do again.
 	var next driver.Claim
 	var look recheck
 	defer func() {
 		look.stop()
-		if next != nil {
-			_ = next.Release(context.WithoutCancel(ctx))
+		if next == nil {
+			return
+		}
+		// ctx is done, so runOnce takes no claim ahead of this one.
+		if _, err := r.runOnce(ctx, limit, &next, nil); err != nil && !isBrokerDown(err) {
+			r.log.WarnContext(ctx, "the batch claimed last did not settle; its messages are pending again", "err", err)
 		}
 	}()
 	for ctx.Err() == nil {
@@ -297,7 +302,7 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 	errs := r.publishChecked(pctx, recs)
 	cancel()
 
-	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC()}
+	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC(), Published: make([]string, 0, len(recs))}
 	down := brokerDown(errs)
 	var dead int64
 	deadFlags := make([]bool, len(recs))

@@ -189,13 +189,13 @@ func mysqlClaimDelete(ctx context.Context, db *sql.DB, table string, limit int) 
 }
 
 // scanRecordRows scans every row into the Go types the relay uses for an outbox record, passes each to each when
-// it is not nil, closes rows and returns the number of rows.
+// it is not nil (the same recordDest every time, holding the row just scanned), closes rows and returns the number of rows.
 func scanRecordRows(rows *sql.Rows, dialect string, each func(*recordDest)) (int, error) {
 	defer rows.Close()
-	n := 0
+	n, d := 0, newRecordDest(dialect)
+	dests := d.dests() // reused for every row, as a hand-written drain would
 	for rows.Next() {
-		d := newRecordDest(dialect)
-		if err := rows.Scan(d.dests()...); err != nil {
+		if err := rows.Scan(dests...); err != nil {
 			return n, err
 		}
 		if each != nil {

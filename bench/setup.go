@@ -212,7 +212,8 @@ func settle[TTx any](ctx context.Context, t *target[TTx], c *conns[TTx], tables 
 
 var noopPublisher = postbox.PublisherFunc(func(context.Context, []postbox.Record) error { return nil })
 
-// drain runs relay until it has published n messages, and returns how long that took.
+// drain runs relay until it has published n messages, stops it, and returns how long that took, the stop included:
+// a relay stopping publishes the batches it holds, which Stats counts, so their time counts too.
 func drain(ctx context.Context, relay *postbox.Relay, n int64) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -230,9 +231,9 @@ func drain(ctx context.Context, relay *postbox.Relay, n int64) (time.Duration, e
 		}
 		st := relay.Stats()
 		if st.Published >= n {
-			elapsed := time.Since(start)
 			cancel()
-			return elapsed, <-done
+			err := <-done
+			return time.Since(start), err
 		}
 		if st.Published != last {
 			last, lastChange = st.Published, time.Now()

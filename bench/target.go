@@ -120,9 +120,9 @@ func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
 					return 0, err
 				}
 				defer rows.Close()
-				n := 0
+				n, dests := 0, newRecordDest("postgres").dests()
 				for rows.Next() {
-					if err := rows.Scan(newRecordDest("postgres").dests()...); err != nil {
+					if err := rows.Scan(dests...); err != nil {
 						return n, err
 					}
 					n++
@@ -204,15 +204,7 @@ func sqlTarget(ctx context.Context, o Options) (*target[*sql.Tx], error) {
 				if err != nil {
 					return 0, err
 				}
-				defer rows.Close()
-				n := 0
-				for rows.Next() {
-					if err := rows.Scan(newRecordDest(dialect).dests()...); err != nil {
-						return n, err
-					}
-					n++
-				}
-				return n, rows.Err()
+				return scanRecordRows(rows, dialect, nil)
 			},
 			queries: func() int64 { return -1 },
 			close:   func() { db.Close() },
@@ -299,6 +291,7 @@ func ensurePostgres(ctx context.Context, raw string) (string, error) {
 func pipelinedDrain(ctx context.Context, conn *pgx.Conn, q string, more func(int) bool, args ...any) error {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
+	dests := newRecordDest("postgres").dests()
 	for {
 		batch.Queue(q, args...)
 		br := conn.SendBatch(ctx, batch)
@@ -311,7 +304,7 @@ func pipelinedDrain(ctx context.Context, conn *pgx.Conn, q string, more func(int
 		n := 0
 		if err == nil {
 			for rows.Next() {
-				if err = rows.Scan(newRecordDest("postgres").dests()...); err != nil {
+				if err = rows.Scan(dests...); err != nil {
 					break
 				}
 				n++

@@ -250,3 +250,48 @@ func TestRelayChainedSettleRefused(t *testing.T) {
 		t.Fatalf("after draining: %+v, %v; want nothing pending", st, err)
 	}
 }
+
+// stopAfterFirstBatch is a RelayObserver that cancels a relay's run once the first batch is settled, which for a
+// full batch is after the worker took the next claim with the settle.
+type stopAfterFirstBatch struct{ stop context.CancelFunc }
+
+func (s stopAfterFirstBatch) ObserveBatch(context.Context, postbox.BatchReport) { s.stop() }
+
+// A relay stopped while it holds a claim taken with the last settle publishes that batch before Run returns, as
+// it does the batch in flight: rolling it back would make the next relay claim the same rows again.
+func TestRelayStoppingPublishesClaimTakenAhead(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := drivertest.Client(t, pgxv5.New(pool), nil)
+	const n, batch = 50, 10
+	msgs := make([]postbox.Message, n)
+	for i := range msgs {
+		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
+	}
+	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	rec := &postboxtest.Recorder{}
+	relay, err := postbox.NewRelay(c, rec, &postbox.RelayConfig{BatchSize: batch, Workers: 1, DisableListen: true,
+		Observer: stopAfterFirstBatch{stop: stop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Run(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Distinct(); got != 2*batch || st.Pending != n-2*batch || relay.Stats().Published != 2*batch {
+		t.Fatalf("stopped after the first batch: %d published (relay counted %d), %d pending; want the first batch and the one claimed with its settle published (%d), %d pending",
+			got, relay.Stats().Published, st.Pending, 2*batch, n-2*batch)
+	}
+}
