@@ -144,7 +144,8 @@ func (r *Relay) Wake() {
 	}
 }
 
-// Run relays until ctx is cancelled, then lets every in-flight batch finish publishing and settle, and returns nil.
+// Run relays until ctx is cancelled, then lets every in-flight batch finish publishing and settle (a batch a
+// worker claimed with its last settle is one: it is published, not handed back), and returns nil.
 // Database and broker errors are logged and retried, never returned. Run returns an error only if the relay is
 // already running.
 func (r *Relay) Run(ctx context.Context) error {

@@ -182,7 +182,8 @@ func TestLatencyLoadAndXmin(t *testing.T) {
 	got := run(t, o, "latency-load", "xmin")
 	ll := got["latency-load"]
 	positive(t, ll, "events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms", "p999_ms", "max_ms", "measured",
-		"batch_events_per_s", "batch_ratio", "batch_p99_ms", "batch_p999_ms", "batch_measured", "load_avg")
+		"batch_events_per_s", "batch_ratio", "batch_p99_ms", "batch_p999_ms", "batch_measured", "load_avg",
+		"insert_events_per_s", "insert_commit_p99_ms", "batch_insert_events_per_s", "batch_insert_commit_p99_ms")
 	if ll["baseline_per_s"] != float64(loadSingleRate) || ll["batch_baseline_per_s"] != float64(loadBatchRate) {
 		t.Errorf("latency-load offered %v and %v events/s, want %d and %d", ll["baseline_per_s"], ll["batch_baseline_per_s"],
 			loadSingleRate, loadBatchRate)

@@ -60,7 +60,7 @@ func benchEnqueue[TTx any](ctx context.Context, t *target[TTx], o Options) (Resu
 		}
 	}
 	// Enqueue's own bound: the same transaction with a bare INSERT of the row Enqueue writes.
-	bare := "INSERT INTO " + rawTable + " (" + t.cols(outboxCols) + ") VALUES (" + t.phList(len(outboxCols)) + ")"
+	bare := t.insertRow(rawTable)
 	insert := func(ctx context.Context, i int64) error {
 		row := rawRows(t, []postbox.Message{o.message(int(i))})[0]
 		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
@@ -111,6 +111,11 @@ func rawRows[TTx any](t *target[TTx], msgs []postbox.Message) [][]any {
 		rows[i] = []any{id, m.Topic, m.Key, m.Type, m.Payload, nil, now, now}
 	}
 	return rows
+}
+
+// insertRow is a bare INSERT of one row of rawRows into table.
+func (t *target[TTx]) insertRow(table string) string {
+	return "INSERT INTO " + table + " (" + t.cols(outboxCols) + ") VALUES (" + t.phList(len(outboxCols)) + ")"
 }
 
 // rawInsert writes rows into table with COPY, or one multi-row INSERT where the client has no COPY.
