@@ -19,7 +19,38 @@ const (
 	loadBatchRate  = 10000 // events/s, EnqueueBatch of loadBatchSize per transaction
 	loadBatchSize  = 10
 	loadProducers  = 16
+	loadTurns      = 3 // per load: the bound, then Postbox, this many times, each for Duration/loadTurns
 )
+
+// loadRun is what the turns of one contestant at one load add up to.
+type loadRun struct {
+	sent    int
+	elapsed time.Duration
+	late    []time.Duration // how late each transaction's commit returned (see schedule.committed)
+	lat     []time.Duration // each event's latency from its due time to the publish, with Postbox
+	relay   []time.Duration // the relay's share of each latency
+}
+
+// add adds a turn: sent events in elapsed, the transactions' lateness and, with Postbox, the events' latencies.
+func (r *loadRun) add(sent int, elapsed time.Duration, late []time.Duration, lat *dueLatencies) {
+	r.sent += sent
+	r.elapsed += elapsed
+	r.late = append(r.late, late...)
+	if lat != nil {
+		lat.mu.Lock()
+		r.lat = append(r.lat, lat.d...)
+		r.relay = append(r.relay, lat.relay...)
+		lat.mu.Unlock()
+	}
+}
+
+func (r *loadRun) sort() {
+	slices.Sort(r.late)
+	slices.Sort(r.lat)
+	slices.Sort(r.relay)
+}
+
+func (r *loadRun) rate() float64 { return rate(int64(r.sent), r.elapsed) }
 
 // benchLatencyLoad feeds a relay running with its defaults at a sustained rate and measures each event's latency
 // from the time it was scheduled to be sent to the publisher being called with it. The schedule is open-loop:
@@ -28,7 +59,7 @@ const (
 // transaction, then 10,000 events/s in transactions of 10 (batch_* figures), each from 16 producers for
 // Options.Duration. events_per_s is the rate the producers achieved and baseline_per_s the rate offered.
 //
-// Before each load, its bound: the same schedule and producers with the same transactions writing the same rows
+// Each load takes turns (loadTurns) with its bound: the same schedule and producers with the same transactions writing the same rows
 // by a bare INSERT (COPY for a batch, where the client has it) into a table of the same shape that no relay reads
 // (insert_* figures). How late those transactions return is the least latency any outbox could show at that
 // load on this database: the relay can only add to it.
@@ -66,56 +97,61 @@ func benchLatencyLoad[TTx any](ctx context.Context, t *target[TTx], o Options) (
 
 	res := Result{Extra: map[string]float64{}}
 	bare := t.insertRow(rawTable)
+	withBare := func(ctx context.Context, first, n int) error {
+		rows := rawRows(t, o.messages(first, n))
+		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+			if n == 1 {
+				return c.txExec(ctx, tx, bare, rows[0]...)
+			}
+			return rawInsert(ctx, t, c, tx, rawTable, rows)
+		})
+	}
+	withPostbox := func(ctx context.Context, first, n int) error {
+		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+			if n == 1 {
+				_, err := client.Enqueue(ctx, tx, o.message(first))
+				return err
+			}
+			return client.EnqueueBatch(ctx, tx, o.messages(first, n))
+		})
+	}
 	for _, phase := range []struct {
 		prefix string
 		rate   int
 		perTx  int
 	}{{"", loadSingleRate, 1}, {"batch_", loadBatchRate, loadBatchSize}} {
-		o.Logger.Info("producing with bare INSERTs on an open-loop schedule", "rate", phase.rate, "per_tx", phase.perTx, "duration", o.Duration)
-		free := newSchedule(phase.rate, phase.perTx, o.Duration)
-		sent, elapsed, err := free.run(ctx, loadProducers, func(ctx context.Context, first, n int) error {
-			rows := rawRows(t, o.messages(first, n))
-			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
-				if n == 1 {
-					return c.txExec(ctx, tx, bare, rows[0]...)
-				}
-				return rawInsert(ctx, t, c, tx, rawTable, rows)
-			})
-		})
-		if err != nil {
-			return Result{}, err
-		}
-		res.Extra[phase.prefix+"insert_events_per_s"] = rate(int64(sent), elapsed)
-		if late := free.committed(); len(late) > 0 {
-			res.Extra[phase.prefix+"insert_commit_p99_ms"] = ms(quantile(late, 0.99))
-			res.Extra[phase.prefix+"insert_commit_p999_ms"] = ms(quantile(late, 0.999))
-		}
+		// The bound and Postbox take turns, so that both meet the machine's moods alike.
+		var free, pb loadRun
+		d := o.Duration / loadTurns
+		for range loadTurns {
+			o.Logger.Info("producing with bare INSERTs on an open-loop schedule", "rate", phase.rate, "per_tx", phase.perTx, "duration", d)
+			s := newSchedule(phase.rate, phase.perTx, d)
+			sent, elapsed, err := s.run(ctx, loadProducers, withBare)
+			if err != nil {
+				return Result{}, err
+			}
+			free.add(sent, elapsed, s.committed(), nil)
 
-		o.Logger.Info("producing on an open-loop schedule", "rate", phase.rate, "per_tx", phase.perTx, "duration", o.Duration)
-		s := newSchedule(phase.rate, phase.perTx, o.Duration)
-		lat := newDueLatencies(s, 0)
-		cur.Store(lat)
-		sent, elapsed, err = s.run(ctx, loadProducers, func(ctx context.Context, first, n int) error {
-			return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
-				if n == 1 {
-					_, err := client.Enqueue(ctx, tx, o.message(first))
-					return err
-				}
-				return client.EnqueueBatch(ctx, tx, o.messages(first, n))
-			})
-		})
-		if err != nil {
-			return Result{}, err
+			o.Logger.Info("producing on an open-loop schedule", "rate", phase.rate, "per_tx", phase.perTx, "duration", d)
+			s = newSchedule(phase.rate, phase.perTx, d)
+			lat := newDueLatencies(s, 0)
+			cur.Store(lat)
+			if sent, elapsed, err = s.run(ctx, loadProducers, withPostbox); err != nil {
+				return Result{}, err
+			}
+			if !lat.waitPublished(ctx, int64(sent), 30*time.Second) {
+				return Result{}, fmt.Errorf("at %d events/s the relay left %d of %d events unpublished after 30s",
+					phase.rate, int64(sent)-lat.count(), sent)
+			}
+			cur.Store(nil)
+			pb.add(sent, elapsed, s.committed(), lat)
 		}
-		if !lat.waitPublished(ctx, int64(sent), 30*time.Second) {
-			return Result{}, fmt.Errorf("at %d events/s the relay left %d of %d events unpublished after 30s",
-				phase.rate, int64(sent)-lat.count(), sent)
-		}
-		d := lat.sorted()
-		if len(d) == 0 {
+		free.sort()
+		pb.sort()
+		if len(pb.lat) == 0 {
 			return Result{}, fmt.Errorf("no events measured at %d events/s", phase.rate)
 		}
-		achieved := rate(int64(sent), elapsed)
+		achieved := pb.rate()
 		if phase.prefix == "" {
 			res.EventsPerS, res.BaselinePerS, res.Ratio = achieved, float64(phase.rate), achieved/float64(phase.rate)
 		} else {
@@ -123,19 +159,21 @@ func benchLatencyLoad[TTx any](ctx context.Context, t *target[TTx], o Options) (
 			res.Extra["batch_baseline_per_s"] = float64(phase.rate)
 			res.Extra["batch_ratio"] = achieved / float64(phase.rate)
 		}
-		for name, v := range latencyFigures(d) {
+		for name, v := range latencyFigures(pb.lat) {
 			res.Extra[phase.prefix+name] = v
 		}
-		res.Extra[phase.prefix+"measured"] = float64(len(d))
-		if late := s.committed(); len(late) > 0 {
-			res.Extra[phase.prefix+"commit_p99_ms"] = ms(quantile(late, 0.99))
-			res.Extra[phase.prefix+"commit_p999_ms"] = ms(quantile(late, 0.999))
+		res.Extra[phase.prefix+"measured"] = float64(len(pb.lat))
+		res.Extra[phase.prefix+"insert_events_per_s"] = free.rate()
+		for name, late := range map[string][]time.Duration{"commit": pb.late, "insert_commit": free.late} {
+			if len(late) > 0 {
+				res.Extra[phase.prefix+name+"_p99_ms"] = ms(quantile(late, 0.99))
+				res.Extra[phase.prefix+name+"_p999_ms"] = ms(quantile(late, 0.999))
+			}
 		}
-		if r := lat.relaySorted(); len(r) > 0 {
-			res.Extra[phase.prefix+"relay_p99_ms"] = ms(quantile(r, 0.99))
+		if len(pb.relay) > 0 {
+			res.Extra[phase.prefix+"relay_p99_ms"] = ms(quantile(pb.relay, 0.99))
 		}
 	}
-	cur.Store(nil)
 	if err := relay.stop(); err != nil {
 		return Result{}, err
 	}
@@ -296,15 +334,6 @@ func (l *dueLatencies) sorted() []time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := slices.Clone(l.d)
-	slices.Sort(d)
-	return d
-}
-
-// relaySorted is the relay's share of each latency, from the commit's return to the publish, sorted.
-func (l *dueLatencies) relaySorted() []time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d := slices.Clone(l.relay)
 	slices.Sort(d)
 	return d
 }
