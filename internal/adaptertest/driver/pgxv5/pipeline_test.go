@@ -129,13 +129,8 @@ func TestRelaySettlesAndClaimsInOneRoundTrip(t *testing.T) {
 	defer pool.Close()
 	c := drivertest.Client(t, pgxv5.New(pool), nil)
 	const n, batch = 100, 10
-	msgs := make([]postbox.Message, n)
-	for i := range msgs {
-		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
-	}
-	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
-		t.Fatal(err)
-	}
+	payload := func(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d}`, i)) }
+	enqueueOrders(t, c, n, payload)
 
 	for _, failing := range []bool{false, true} {
 		rec := &postboxtest.Recorder{}
@@ -153,9 +148,7 @@ func TestRelaySettlesAndClaimsInOneRoundTrip(t *testing.T) {
 				}
 				return nil
 			}
-			if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
-				t.Fatal(err)
-			}
+			enqueueOrders(t, c, n, payload)
 		}
 		// No look after the backlog while counting; short ones when failures come back a moment later.
 		rcfg := &postbox.RelayConfig{BatchSize: batch, Workers: 1, DisableListen: true, PollInterval: time.Minute,
@@ -194,11 +187,7 @@ func TestRelaySettlesAndClaimsInOneRoundTrip(t *testing.T) {
 // is pending again, no connection stays held, and the relay drains everything once the database accepts.
 func TestRelayChainedSettleRefused(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t)
 	c := drivertest.Client(t, pgxv5.New(pool), nil)
 	table := c.Config().Table
 	if _, err := pool.Exec(ctx, `CREATE FUNCTION pbt_refuse_chain() RETURNS trigger LANGUAGE plpgsql AS
@@ -210,13 +199,8 @@ func TestRelayChainedSettleRefused(t *testing.T) {
 		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pbt_refuse_chain()`); err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]postbox.Message, 30)
-	for i := range msgs {
-		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
-	}
-	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
-		t.Fatal(err)
-	}
+	const n = 30
+	enqueueOrders(t, c, n, nil)
 	rec := &postboxtest.Recorder{}
 	relay, err := postbox.NewRelay(c, rec, &postbox.RelayConfig{BatchSize: 10, Workers: 1, DisableListen: true,
 		PollInterval: 10 * time.Millisecond, RecheckDelay: time.Millisecond, ErrorBackoffBase: time.Millisecond,
@@ -238,10 +222,10 @@ func TestRelayChainedSettleRefused(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DROP TRIGGER pbt_refuse_chain ON "`+table+`"`); err != nil {
 		t.Fatal(err)
 	}
-	ok := rec.WaitDistinct(ctx, len(msgs), 30*time.Second)
+	ok := rec.WaitDistinct(ctx, n, 30*time.Second)
 	stop()
 	if err := <-done; err != nil || !ok {
-		t.Fatalf("after the trigger went: %d of %d published (%v)", rec.Distinct(), len(msgs), err)
+		t.Fatalf("after the trigger went: %d of %d published (%v)", rec.Distinct(), n, err)
 	}
 	if n := pool.Stat().AcquiredConns(); n != 0 {
 		t.Fatalf("%d connections still held after the relay stopped", n)
@@ -261,20 +245,9 @@ func (s stopAfterFirstBatch) ObserveBatch(context.Context, postbox.BatchReport) 
 // it does the batch in flight: rolling it back would make the next relay claim the same rows again.
 func TestRelayStoppingPublishesClaimTakenAhead(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	c := drivertest.Client(t, pgxv5.New(pool), nil)
+	c := drivertest.Client(t, pgxv5.New(newPool(t)), nil)
 	const n, batch = 50, 10
-	msgs := make([]postbox.Message, n)
-	for i := range msgs {
-		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
-	}
-	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
-		t.Fatal(err)
-	}
+	enqueueOrders(t, c, n, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	rec := &postboxtest.Recorder{}
@@ -293,5 +266,33 @@ func TestRelayStoppingPublishesClaimTakenAhead(t *testing.T) {
 	if got := rec.Distinct(); got != 2*batch || st.Pending != n-2*batch || relay.Stats().Published != 2*batch {
 		t.Fatalf("stopped after the first batch: %d published (relay counted %d), %d pending; want the first batch and the one claimed with its settle published (%d), %d pending",
 			got, relay.Stats().Published, st.Pending, 2*batch, n-2*batch)
+	}
+}
+
+// newPool returns a pool on the test database, closed when the test ends.
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// enqueueOrders enqueues n messages of topic orders in one transaction, payload(i) the payload of the i-th (nil
+// for none).
+func enqueueOrders(t *testing.T, c *postbox.Client[pgx.Tx], n int, payload func(i int) []byte) {
+	t.Helper()
+	msgs := make([]postbox.Message, n)
+	for i := range msgs {
+		msgs[i] = postbox.Message{Topic: "orders", Type: "order.created"}
+		if payload != nil {
+			msgs[i].Payload = payload(i)
+		}
+	}
+	ctx := context.Background()
+	if err := c.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return c.EnqueueBatch(ctx, tx, msgs) }); err != nil {
+		t.Fatal(err)
 	}
 }
