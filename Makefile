@@ -17,7 +17,7 @@ chaos:
 	scripts/services.sh
 	cd chaos && POSTBOX_CHAOS_FULL=1 go test -count=1 -v -timeout 120m ./...
 
-# Every fuzzer for FUZZTIME each (default 30s); inputs that fail are kept under the package's testdata/fuzz.
+# Every fuzzer for FUZZTIME each (default 200000x, a count of inputs); inputs that fail are kept under the package's testdata/fuzz.
 fuzz:
 	scripts/fuzz.sh
 

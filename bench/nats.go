@@ -103,24 +103,13 @@ func (d *direct) publish(share int64, last bool) (int64, time.Duration, error) {
 		batches <- recs[i:min(i+d.o.BatchSize, len(recs))]
 	}
 	close(batches)
-	workers := d.o.workers(false)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() {
-			for b := range batches {
-				if err := d.pub.Publish(d.ctx, b); err != nil {
-					errs <- err
-					return
-				}
+	err := inParallel(d.o.workers(false), func() error {
+		for b := range batches {
+			if err := d.pub.Publish(d.ctx, b); err != nil {
+				return err
 			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for range workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
 		}
-	}
-	return n, time.Since(start), first
+		return nil
+	})
+	return n, time.Since(start), err
 }

@@ -150,32 +150,20 @@ func preload[TTx any](ctx context.Context, client *postbox.Client[TTx], o Option
 	n := o.Events
 	const perTx, producers = 1000, 2
 	var next atomic.Int64
-	errs := make(chan error, producers)
-	for range producers {
-		go func() {
-			for {
-				start := int(next.Add(perTx)) - perTx
-				if start >= n || ctx.Err() != nil {
-					errs <- ctx.Err()
-					return
-				}
-				msgs := o.messages(start, min(perTx, n-start))
-				if err := client.InTx(ctx, func(ctx context.Context, tx TTx) error {
-					return client.EnqueueBatch(ctx, tx, msgs)
-				}); err != nil {
-					errs <- err
-					return
-				}
+	return inParallel(producers, func() error {
+		for {
+			start := int(next.Add(perTx)) - perTx
+			if start >= n || ctx.Err() != nil {
+				return ctx.Err()
 			}
-		}()
-	}
-	var first error
-	for range producers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+			msgs := o.messages(start, min(perTx, n-start))
+			if err := client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+				return client.EnqueueBatch(ctx, tx, msgs)
+			}); err != nil {
+				return err
+			}
 		}
-	}
-	return first
+	})
 }
 
 // copyTable fills table dst, of the same shape as src, with src's rows, on the server.
