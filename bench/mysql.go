@@ -188,22 +188,10 @@ func mysqlClaimDelete(ctx context.Context, db *sql.DB, table string, limit int) 
 	return len(ids), tx.Commit()
 }
 
-// scanRecordRows scans every row into the Go types the relay uses for an outbox record, passes each to each when
-// it is not nil (the same recordDest every time, holding the row just scanned), closes rows and returns the number of rows.
+// scanRecordRows is readRecordRows on rows from database/sql, which it closes.
 func scanRecordRows(rows *sql.Rows, dialect string, each func(*recordDest)) (int, error) {
 	defer rows.Close()
-	n, d := 0, newRecordDest(dialect)
-	dests := d.dests() // reused for every row, as a hand-written drain would
-	for rows.Next() {
-		if err := rows.Scan(dests...); err != nil {
-			return n, err
-		}
-		if each != nil {
-			each(d)
-		}
-		n++
-	}
-	return n, rows.Err()
+	return readRecordRows(rows, dialect, each)
 }
 
 // mysqlID is a UUID's 16 bytes, as a BINARY(16) id column holds it.

@@ -120,14 +120,7 @@ func pgxTarget(ctx context.Context, o Options) (*target[pgx.Tx], error) {
 					return 0, err
 				}
 				defer rows.Close()
-				n, dests := 0, newRecordDest("postgres").dests()
-				for rows.Next() {
-					if err := rows.Scan(dests...); err != nil {
-						return n, err
-					}
-					n++
-				}
-				return n, rows.Err()
+				return readRecordRows(rows, "postgres", nil)
 			},
 			txDrain: func(ctx context.Context, q string, more func(int) bool, args ...any) error {
 				conn, err := pool.Acquire(ctx)
@@ -248,6 +241,31 @@ func (t *target[TTx]) cols(names []string) string {
 	return strings.Join(q, ", ")
 }
 
+// rowReader is what readRecordRows takes of *sql.Rows and pgx.Rows.
+type rowReader interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// readRecordRows scans every row into the Go types the relay uses for an outbox record, into one recordDest
+// reused for every row as a hand-written drain would, passes it to each when each is not nil, and returns the
+// number of rows. The caller closes rows.
+func readRecordRows(rows rowReader, dialect string, each func(*recordDest)) (int, error) {
+	n, d := 0, newRecordDest(dialect)
+	dests := d.dests()
+	for rows.Next() {
+		if err := rows.Scan(dests...); err != nil {
+			return n, err
+		}
+		if each != nil {
+			each(d)
+		}
+		n++
+	}
+	return n, rows.Err()
+}
+
 func (d *recordDest) dests() []any {
 	return []any{&d.id, &d.topic, &d.key, &d.typ, &d.payload, &d.headers, &d.status, &d.attempts, &d.lastErr,
 		d.avail, d.created, d.published}
@@ -291,7 +309,6 @@ func ensurePostgres(ctx context.Context, raw string) (string, error) {
 func pipelinedDrain(ctx context.Context, conn *pgx.Conn, q string, more func(int) bool, args ...any) error {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
-	dests := newRecordDest("postgres").dests()
 	for {
 		batch.Queue(q, args...)
 		br := conn.SendBatch(ctx, batch)
@@ -303,16 +320,8 @@ func pipelinedDrain(ctx context.Context, conn *pgx.Conn, q string, more func(int
 		rows, err := br.Query()
 		n := 0
 		if err == nil {
-			for rows.Next() {
-				if err = rows.Scan(dests...); err != nil {
-					break
-				}
-				n++
-			}
+			n, err = readRecordRows(rows, "postgres", nil)
 			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
 		}
 		if err = errors.Join(err, br.Close()); err != nil {
 			return err
