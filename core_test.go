@@ -45,14 +45,14 @@ func TestBackoff(t *testing.T) {
 	c := (&RelayConfig{BackoffBase: time.Second, BackoffMax: 10 * time.Second}).WithDefaults()
 	for attempt, full := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 500: 10 * time.Second} {
 		for range 50 {
-			d := c.backoff(attempt)
+			d := c.Retry().Delay(attempt)
 			if d > full || d < full/2 {
 				t.Fatalf("backoff(%d) = %v, want between half of %v and all of it", attempt, d, full)
 			}
 		}
 	}
 	c.Backoff = func(n int) time.Duration { return time.Duration(n) * time.Minute }
-	if d := c.backoff(3); d != 3*time.Minute {
+	if d := c.Retry().Delay(3); d != 3*time.Minute {
 		t.Fatalf("custom Backoff ignored: %v", d)
 	}
 }

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/driver"
-	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Relay moves committed messages from the outbox to a Publisher. Any number of relays, in one process or many,
@@ -36,6 +35,11 @@ type Relay struct {
 	lastActive atomic.Int64
 	busy       atomic.Int32
 	pace       *groupPace // set when the relay serves a source of a RelayGroup
+	// deliver is the delivery step, which keeps the health of each destination; lastPublished is when a batch
+	// last published something, in nanoseconds of the client's clock (see stallWatch).
+	deliver       *Deliverer
+	lastPublished atomic.Int64
+	stall         stallWatch
 }
 
 // relayClient is what a relay uses of its client. It has no transaction type: a relay never touches the caller's
@@ -70,6 +74,13 @@ type RelayStats struct {
 	// Unavailable is the time the relay has spent unable to work, its database or its broker down, including
 	// the outage going on now, if any.
 	Unavailable time.Duration
+	// Destinations is the health of each destination the relay has published to, in name order: one, named "",
+	// for a publisher that is not a Destinations.
+	Destinations []DestinationHealth
+	// StalledSince is set while the relay is stalled (see RelayConfig.StallAfter): when it last published.
+	StalledSince time.Time
+	// Waiting names, while the relay is stalled, the destinations that are down or slow and their topics.
+	Waiting []string
 }
 
 type relayCounters struct {
@@ -121,15 +132,20 @@ func NewRelay[TTx any](client *Client[TTx], pub Publisher, cfg *RelayConfig) (*R
 	}
 	r := &Relay{client: rc, pub: pub, cfg: c, log: log.With("component", "postbox.relay", "table", client.cfg.Table),
 		wake: make(chan struct{}, 1), hint: make(chan struct{}, 1), epoch: time.Now()}
+	r.deliver = NewDeliverer(pub, DelivererConfig{Retry: c.Retry(), Registry: client.cfg.Registry, Clock: client.cfg.Clock,
+		SlowPublish: c.SlowPublish, Logger: r.log})
 	r.lastActive.Store(math.MinInt64 / 2) // no activity yet: idle workers look once per PollInterval
 	return r, nil
 }
 
 // Stats returns the relay's running totals.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{Published: r.stats.published.Load(), Failed: r.stats.failed.Load(), Dead: r.stats.dead.Load(),
+	s := RelayStats{Published: r.stats.published.Load(), Failed: r.stats.failed.Load(), Dead: r.stats.dead.Load(),
 		Batches: r.stats.batches.Load(), Errors: r.stats.errors.Load(), Wakeups: r.stats.wakeups.Load(),
-		Listening: r.stats.listening.Load(), Unavailable: r.outage.total(r.client.cfg.Clock.Now())}
+		Listening: r.stats.listening.Load(), Unavailable: r.outage.total(r.client.cfg.Clock.Now()),
+		Destinations: r.deliver.Health()}
+	s.StalledSince, s.Waiting = r.stalled()
+	return s
 }
 
 // Wake makes an idle worker claim at once instead of waiting for the poll interval. The client the relay was made
@@ -163,6 +179,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.work(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.lane(ctx)
+	}()
 	if r.client.listener != nil && !r.cfg.DisableListen {
 		wg.Add(1)
 		go func() {
@@ -175,9 +196,9 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 func (r *Relay) work(ctx context.Context) {
-	retry := backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}
-	limit := r.cfg.BatchSize // 1 while the broker is down: one message probes it
-	woke := false            // whether the last wait ended with a wake-up
+	retry := r.cfg.Retry().errorBackoff()
+	limit := r.cfg.BatchSize
+	woke := false // whether the last wait ended with a wake-up
 	r.busy.Add(1)
 	defer r.busy.Add(-1)
 	// next is a claim taken with the last settle, to publish before claiming again. One left when the relay stops
@@ -191,24 +212,21 @@ func (r *Relay) work(ctx context.Context) {
 			return
 		}
 		// ctx is done, so runOnce takes no claim ahead of this one.
-		if _, err := r.runOnce(ctx, limit, &next, nil); err != nil && !isBrokerDown(err) {
+		if _, err := r.runOnce(ctx, limit, &next, nil, false); err != nil && !isBrokerDown(err) {
 			r.log.WarnContext(ctx, "the batch claimed last did not settle; its messages are pending again", "err", err)
 		}
 	}()
 	for ctx.Err() == nil {
-		wakes := r.wakes.Load()
-		n, err := r.runOnce(ctx, limit, &next, &look)
+		wakes, published := r.wakes.Load(), r.stats.published.Load()
+		n, err := r.runOnce(ctx, limit, &next, &look, false)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // stopping: a claim cut short by cancellation is not a failure
 		case err != nil:
-			woke, limit = r.pause(ctx, err, &retry), r.cfg.BatchSize
-			if isBrokerDown(err) {
-				limit = 1
-			}
+			woke = r.pause(ctx, err, &retry)
 			continue
 		}
-		working := r.resumed(ctx, n)
+		working := r.resumed(ctx, n, r.stats.published.Load() > published)
 		switch {
 		case n == limit:
 			r.active()
@@ -239,7 +257,6 @@ func (r *Relay) work(ctx context.Context) {
 		}
 		if working {
 			retry.Reset()
-			limit = r.cfg.BatchSize
 		}
 	}
 }
@@ -261,24 +278,28 @@ func (r *Relay) wait(ctx context.Context, d time.Duration) bool {
 // batch is claimed it is published and settled even if ctx is cancelled meanwhile (bounded by PublishTimeout and SettleTimeout), so
 // shutting down never strands a batch. Run calls it in a loop; tests and tools may call it directly.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	n, err := r.runOnce(ctx, r.cfg.BatchSize, nil, nil)
+	n, err := r.runOnce(ctx, r.cfg.BatchSize, nil, nil, true)
 	if isBrokerDown(err) {
 		return n, nil // settled: the messages are pending again
 	}
 	return n, err
 }
 
-// runOnce is RunOnce claiming at most limit records. When the broker refused the whole batch as unavailable, it
-// settles the batch without counting an attempt and returns a brokerDownError.
+// runOnce is RunOnce claiming at most limit records. When every destination is down and the batch was held
+// whole, it settles the batch without counting an attempt and returns a brokerDownError.
 //
-// With chain, runOnce publishes the claim *chain holds, if any, instead of claiming; and when the batch was full
-// and published, and the store can (driver.ChainClaimer), it settles and claims the next batch in one round trip
-// and leaves that claim in *chain.
-func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, look *recheck) (int, error) {
+// An ordinary claim (lane false) skips the topics of destinations that are down or slow, which the relay's lane
+// claims (see lane). With chain, runOnce publishes the claim *chain holds, if any, instead of claiming; and when
+// the batch was full and published, and the store can (driver.ChainClaimer), it settles and claims the next batch
+// in one round trip and leaves that claim in *chain.
+func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, look *recheck, lane bool) (int, error) {
 	clock := r.client.cfg.Clock
 	params := func() driver.ClaimParams {
-		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished,
-			SkipTopics: r.skipTopics(ctx)}
+		skip := r.skipTopics(ctx)
+		if avoid := r.deliver.Avoid(); !lane && len(avoid) > 0 {
+			skip = append(slices.Clip(skip), avoid...)
+		}
+		return driver.ClaimParams{Limit: limit, Now: clock.Now(), DeletePublished: !r.cfg.KeepPublished, SkipTopics: skip}
 	}
 	var claim driver.Claim
 	if chain != nil && *chain != nil {
@@ -300,40 +321,37 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 	// From here on the batch must settle: detach from ctx so cancellation means "finish this batch".
 	detached := context.WithoutCancel(ctx)
 	pctx, cancel := context.WithTimeout(detached, r.cfg.PublishTimeout)
-	errs := r.publishChecked(pctx, recs)
+	verdicts := r.deliver.Deliver(pctx, recs)
 	cancel()
 
 	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC(), Published: make([]string, 0, len(recs))}
-	down := brokerDown(errs)
-	var dead int64
-	deadFlags := make([]bool, len(recs))
-	for i, rec := range recs {
-		if errs[i] == nil {
+	var dead, held int64
+	errs, deadFlags := make([]error, len(recs)), make([]bool, len(recs))
+	for i, v := range verdicts {
+		rec := recs[i]
+		errs[i] = v.Err
+		switch v.Kind {
+		case VerdictPublished:
 			st.Published = append(st.Published, rec.ID)
 			continue
-		}
-		f := driver.Failure{ID: rec.ID, Attempts: rec.Attempts + 1, LastError: truncate(errs[i].Error(), MaxLastErrorLen)}
-		if down != nil {
-			// The broker took nothing: the failure is the broker's, not the message's. The message keeps its
-			// attempts and is available again within ErrorBackoffBase; the worker waits and probes the broker
-			// (see pause).
-			f.Attempts, f.AvailableAt = rec.Attempts, st.Now.Add(backoff.Jitter(r.cfg.ErrorBackoffBase))
-			st.Failed = append(st.Failed, f)
-			continue
-		}
-		f.Dead = IsPermanent(errs[i]) || f.Attempts >= r.cfg.MaxAttempts
-		f.AvailableAt = st.Now.Add(r.cfg.backoff(f.Attempts))
-		if f.Dead {
+		case VerdictHeld:
+			held++
+		case VerdictDead:
 			dead++
 			deadFlags[i] = true
-			r.log.WarnContext(ctx, "message parked as dead", "id", rec.ID, "topic", rec.Topic, "attempts", f.Attempts, "err", errs[i])
+			r.log.WarnContext(ctx, "message parked as dead", "id", rec.ID, "topic", rec.Topic, "attempts", v.Attempts, "err", v.Err)
 		}
-		st.Failed = append(st.Failed, f)
+		st.Failed = append(st.Failed, driver.Failure{ID: rec.ID, Attempts: v.Attempts, LastError: v.LastError,
+			AvailableAt: v.RetryAt.UTC(), Dead: v.Kind == VerdictDead})
+	}
+	var down *brokerDownError
+	if held == int64(len(recs)) && r.deliver.AllDown() {
+		down = &brokerDownError{errs[0]}
 	}
 	sctx, cancel := context.WithTimeout(detached, r.cfg.SettleTimeout)
 	defer cancel()
 	var err error
-	if chainer, ok := claim.(driver.ChainClaimer); ok && chain != nil && len(recs) == limit && down == nil && ctx.Err() == nil {
+	if chainer, ok := claim.(driver.ChainClaimer); ok && chain != nil && len(recs) == limit && held == 0 && ctx.Err() == nil {
 		var next driver.Claim
 		var claimErr error
 		next, err, claimErr = chainer.SettleAndClaim(sctx, st, params())
@@ -357,76 +375,27 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 	}
 	r.stats.batches.Add(1)
 	r.stats.published.Add(int64(len(st.Published)))
-	r.stats.failed.Add(int64(len(st.Failed)) - dead)
+	r.stats.failed.Add(int64(len(st.Failed)) - dead - held)
 	r.stats.dead.Add(dead)
+	if len(st.Published) > 0 {
+		r.lastPublished.Store(clock.Now().UnixNano())
+	}
 	if down != nil {
 		return len(recs), down // logged once for the outage, not per batch
 	}
-	if len(st.Failed) > 0 {
-		r.log.WarnContext(ctx, "publish failed", "failed", len(st.Failed), "dead", dead, "published", len(st.Published),
-			"first_err", st.Failed[0].LastError)
+	if failed := int64(len(st.Failed)) - held; failed > 0 {
+		r.log.WarnContext(ctx, "publish failed", "failed", failed, "dead", dead, "published", len(st.Published),
+			"first_err", firstFailure(verdicts))
 	}
 	return len(recs), nil
 }
 
-// publishChecked publishes the records that meet the client's registry, if it has one, and fails the others
-// permanently, so that a message no consumer could accept is parked as dead instead of published.
-func (r *Relay) publishChecked(ctx context.Context, recs []Record) []error {
-	reg := r.client.cfg.Registry
-	if reg == nil {
-		return r.publish(ctx, recs)
-	}
-	errs := make([]error, len(recs))
-	valid := make([]Record, 0, len(recs))
-	idx := make([]int, 0, len(recs))
-	for i, rec := range recs {
-		if err := reg.Check(rec.Message); err != nil {
-			errs[i] = Permanent(fmt.Errorf("refused by the event registry, not published: %w", err))
-			continue
-		}
-		valid = append(valid, rec)
-		idx = append(idx, i)
-	}
-	if len(valid) > 0 {
-		for j, err := range r.publish(ctx, valid) {
-			errs[idx[j]] = err
+// firstFailure returns the text of the first verdict that counted an attempt.
+func firstFailure(vs []Verdict) string {
+	for _, v := range vs {
+		if v.Kind == VerdictRetry || v.Kind == VerdictDead {
+			return v.LastError
 		}
 	}
-	return errs
-}
-
-// publish calls the publisher and returns one error per record.
-func (r *Relay) publish(ctx context.Context, recs []Record) (errs []error) {
-	errs = make([]error, len(recs))
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("postbox: publisher panicked: %v", p)
-			for i := range errs {
-				errs[i] = err
-			}
-		}
-	}()
-	err := r.pub.Publish(ctx, recs)
-	if err == nil {
-		return errs
-	}
-	var be *BatchError
-	if errors.As(err, &be) && len(be.Errs) == len(recs) {
-		copy(errs, be.Errs)
-		return errs
-	}
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
-}
-
-// truncate makes s fit a text column: valid UTF-8 without NUL (PostgreSQL rejects both, and a settle that fails on
-// an error's text would republish its batch for ever), at most n bytes.
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") // never cut a character in half
+	return ""
 }

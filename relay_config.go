@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // Defaults for RelayConfig.
@@ -20,6 +18,7 @@ const (
 	DefaultBackoffMax     = 10 * time.Minute
 	DefaultRecheckDelay   = 2 * time.Millisecond
 	DefaultQuietDivisor   = 4
+	DefaultStallAfter     = time.Minute
 	// DefaultErrorBackoffBase and DefaultErrorBackoffMax shape how often a relay that cannot work tries again.
 	DefaultErrorBackoffBase = 100 * time.Millisecond
 	DefaultErrorBackoffMax  = time.Second
@@ -74,7 +73,9 @@ type RelayConfig struct {
 	// a refused connection and PostgreSQL's "not yet accepting connections" (SQLSTATE 57P03) do not make the
 	// delay grow. While the broker is down each worker publishes one message at that pace, and full batches
 	// again as soon as one is acknowledged. So a relay resumes within about ErrorBackoffMax of its database or
-	// broker answering. Defaults: DefaultErrorBackoffBase (100ms, or ErrorBackoffMax when that is lower),
+	// broker answering. With a publisher of several destinations (Destinations, such as Router) this holds per
+	// destination: a destination that is down holds back only its own messages, which the relay's ordinary claims
+	// skip while one of them probes it at this pace. Defaults: DefaultErrorBackoffBase (100ms, or ErrorBackoffMax when that is lower),
 	// DefaultErrorBackoffMax (1s, or ErrorBackoffBase when that is higher).
 	ErrorBackoffBase time.Duration
 	ErrorBackoffMax  time.Duration
@@ -104,6 +105,20 @@ type RelayConfig struct {
 	// pause or resume takes effect within it. The read is one small query per relay, not per claim, so a relay
 	// with nothing paused claims exactly as before. Default: DefaultPausedRefresh (2s).
 	PausedRefresh time.Duration
+	// SlowPublish is how long one destination's share of a batch may take before the destination counts as slow:
+	// its messages are then claimed by one claim at a time, so that it cannot hold every worker while the other
+	// destinations' messages wait. Default: DefaultSlowPublish (1s).
+	SlowPublish time.Duration
+	// StallAfter is how long a relay may go with ready messages and nothing published before it reports itself
+	// stalled (Stats().Stalled, a log line naming the destinations and topics that wait). Default:
+	// DefaultStallAfter (1m).
+	StallAfter time.Duration
+}
+
+// Retry returns the retry policy of c, which the relay's delivery step rules by.
+func (c RelayConfig) Retry() RetryPolicy {
+	return RetryPolicy{MaxAttempts: c.MaxAttempts, BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax, Backoff: c.Backoff,
+		ErrorBackoffBase: c.ErrorBackoffBase, ErrorBackoffMax: c.ErrorBackoffMax}
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
@@ -117,17 +132,14 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.PollInterval, DefaultPollInterval)
 	setDefault(&out.PublishTimeout, DefaultPublishTimeout)
 	setDefault(&out.SettleTimeout, DefaultSettleTimeout)
-	setDefault(&out.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&out.BackoffBase, DefaultBackoffBase)
-	setDefault(&out.BackoffMax, DefaultBackoffMax)
 	setDefault(&out.RecheckDelay, DefaultRecheckDelay)
 	setDefault(&out.PausedRefresh, DefaultPausedRefresh)
 	setDefault(&out.QuietDivisor, DefaultQuietDivisor)
-	if out.ErrorBackoffBase == 0 && out.ErrorBackoffMax > 0 {
-		out.ErrorBackoffBase = min(DefaultErrorBackoffBase, out.ErrorBackoffMax) // a cap alone is enough to set
-	}
-	setDefault(&out.ErrorBackoffBase, DefaultErrorBackoffBase)
-	setDefault(&out.ErrorBackoffMax, max(DefaultErrorBackoffMax, out.ErrorBackoffBase))
+	setDefault(&out.SlowPublish, DefaultSlowPublish)
+	setDefault(&out.StallAfter, DefaultStallAfter)
+	p := out.Retry().WithDefaults()
+	out.MaxAttempts, out.BackoffBase, out.BackoffMax = p.MaxAttempts, p.BackoffBase, p.BackoffMax
+	out.ErrorBackoffBase, out.ErrorBackoffMax = p.ErrorBackoffBase, p.ErrorBackoffMax
 	return out
 }
 
@@ -148,6 +160,7 @@ func (c RelayConfig) validate() error {
 		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
 		{"RecheckDelay", int64(c.RecheckDelay)}, {"QuietDivisor", int64(c.QuietDivisor)}, {"ErrorBackoffBase", int64(c.ErrorBackoffBase)},
 		{"ErrorBackoffMax", int64(c.ErrorBackoffMax)}, {"PausedRefresh", int64(c.PausedRefresh)},
+		{"SlowPublish", int64(c.SlowPublish)}, {"StallAfter", int64(c.StallAfter)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {
@@ -162,12 +175,4 @@ func (c RelayConfig) validate() error {
 			c.ErrorBackoffMax, c.ErrorBackoffBase)
 	}
 	return nil
-}
-
-// backoff returns a failed message's delay after the given failed attempt.
-func (c RelayConfig) backoff(attempt int) time.Duration {
-	if c.Backoff != nil {
-		return c.Backoff(attempt)
-	}
-	return backoff.Delay(c.BackoffBase, c.BackoffMax, attempt)
 }

@@ -48,20 +48,6 @@ type brokerDownError struct{ err error }
 func (e *brokerDownError) Error() string { return "publish: broker unavailable: " + e.err.Error() }
 func (e *brokerDownError) Unwrap() error { return e.err }
 
-// brokerDown returns a brokerDownError when every record failed and every failure says the broker is
-// unavailable, and nil otherwise.
-func brokerDown(errs []error) *brokerDownError {
-	for _, err := range errs {
-		if err == nil || !IsUnavailable(err) {
-			return nil
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &brokerDownError{errs[0]}
-}
-
 func isBrokerDown(err error) bool {
 	var d *brokerDownError
 	return errors.As(err, &d)
@@ -141,13 +127,14 @@ func (r *Relay) down(ctx context.Context, cause string, err error) {
 	}
 }
 
-// resumed is called after each successful runOnce that claimed n records. It ends the outage, if any, when the
-// dependency that failed worked: any claim for the database, a claim that published for the broker. It logs
+// resumed is called after each successful runOnce that claimed n records, published telling whether the relay
+// published anything meanwhile. It ends the outage, if any, when the dependency that failed worked: any claim for
+// the database; for the brokers, any destination taking a message. It logs
 // how long the relay could not work and how many messages waited: those pending now and the batch that resumed.
 // It reports whether the relay is working.
-func (r *Relay) resumed(ctx context.Context, n int) bool {
+func (r *Relay) resumed(ctx context.Context, n int, published bool) bool {
 	now := r.client.cfg.Clock.Now()
-	since, cause, ended := r.outage.end(now, n > 0)
+	since, cause, ended := r.outage.end(now, published)
 	if !ended {
 		return since.IsZero()
 	}

@@ -65,12 +65,6 @@ func TestIsUnavailable(t *testing.T) {
 	if Unavailable(nil) != nil {
 		t.Error("Unavailable(nil) is not nil")
 	}
-	// A batch is the broker's failure only when every message failed as unavailable.
-	down := Unavailable(errors.New("down"))
-	if brokerDown([]error{down, down}) == nil || brokerDown([]error{down, nil}) != nil ||
-		brokerDown([]error{down, errors.New("rejected")}) != nil || brokerDown(nil) != nil {
-		t.Error("brokerDown misjudges a batch")
-	}
 }
 
 func TestOneLine(t *testing.T) {

@@ -194,6 +194,15 @@ func (r *router) destination(topic string) *brokerConn {
 	return r.fallback
 }
 
+// Destination names the broker of topic's messages, its URL redacted, for the relay's health per destination
+// (postbox.Destinations): one broker down holds back only its own topics.
+func (r *router) Destination(topic string) string {
+	if c := r.destination(topic); c != nil {
+		return c.name
+	}
+	return "no route"
+}
+
 func (r *router) Publish(ctx context.Context, batch []postbox.Record) error {
 	groups := map[*brokerConn][]int{}
 	errs := make([]error, len(batch))
