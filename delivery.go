@@ -206,8 +206,26 @@ func (d *Deliverer) deliverTo(ctx context.Context, name string, recs []Record, i
 			return
 		}
 	}
+	if !h.begin(name, time.Now(), d.cfg.SlowPublish/10) {
+		// Another claim's share to this destination has been in flight for a while: it may be turning slow. Do
+		// not tie this claim up behind it as well, or every worker could end up waiting for one destination.
+		for _, i := range idx {
+			errs[i] = errDestinationBusy
+		}
+		return
+	}
+	defer h.end(name)
 	d.publishTo(ctx, name, recs, idx, errs)
 }
+
+// errDestinationBusy is the error of a message held because its destination was still busy with another claim's
+// messages (see deliverTo).
+var errDestinationBusy error = busyError{}
+
+type busyError struct{}
+
+func (busyError) Error() string        { return "postbox: destination busy with another batch; held briefly" }
+func (busyError) Is(target error) bool { return target == ErrDestinationDown }
 
 // publishTo publishes the messages idx of recs to the destination name, writes their errors into errs and
 // records what the destination's answer says of its health.

@@ -46,6 +46,10 @@ type destHealth struct {
 	waiting map[string]struct{}
 	downSum time.Duration
 	err     string
+	// inflight counts the shares being published to it now, and oldest is when the oldest of them began
+	// (monotonic time).
+	inflight int
+	oldest   time.Time
 }
 
 // health is the Deliverer's record of its destinations.
@@ -75,6 +79,32 @@ func (h *health) isDown(name string) bool {
 	defer h.mu.Unlock()
 	d := h.m[name]
 	return d != nil && d.state == DestinationDown
+}
+
+// begin records a share to name beginning at now (monotonic time), unless another share has been in flight
+// for longer than busy: then it reports false, and the caller holds its share instead of tying up its claim.
+func (h *health) begin(name string, now time.Time, busy time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.get(name)
+	if d.inflight > 0 && now.Sub(d.oldest) > busy {
+		return false
+	}
+	if d.inflight == 0 {
+		d.oldest = now
+	}
+	d.inflight++
+	return true
+}
+
+// end records that a share to name ended.
+func (h *health) end(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.get(name)
+	if d.inflight--; d.inflight == 0 {
+		d.oldest = time.Time{}
+	}
 }
 
 // probeDue reports whether a down destination's probe is due, and if so takes it: the next is scheduled.

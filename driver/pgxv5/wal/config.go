@@ -18,6 +18,7 @@ const (
 	DefaultHeartbeatInterval = time.Minute
 	DefaultSlotCheckInterval = 15 * time.Second
 	DefaultRetainedWarnBytes = 1 << 30
+	DefaultSpillAfter        = 5 * time.Second
 )
 
 // RelayConfig configures a Relay. The zero value is valid: every field has a default.
@@ -45,10 +46,21 @@ type RelayConfig struct {
 	// BackoffBase and BackoffMax shape a failed message's retry delay: BackoffBase doubling per attempt up to
 	// BackoffMax, jittered. Defaults: postbox.DefaultBackoffBase (1s), postbox.DefaultBackoffMax (10m).
 	BackoffBase, BackoffMax time.Duration
-	// ErrorBackoffBase and ErrorBackoffMax shape the wait before reconnecting after a lost connection and before
-	// probing a broker that refused a whole batch as unavailable. Defaults: postbox.DefaultErrorBackoffBase
-	// (100ms), 5s.
+	// Backoff, when set, replaces the delay above, as postbox.RelayConfig.Backoff does.
+	Backoff func(attempt int) time.Duration
+	// ErrorBackoffBase and ErrorBackoffMax shape the wait before reconnecting after a lost connection and the
+	// pace at which a destination that is down is probed with one of its messages. Defaults:
+	// postbox.DefaultErrorBackoffBase (100ms), postbox.DefaultErrorBackoffMax (1s), as for a table relay.
 	ErrorBackoffBase, ErrorBackoffMax time.Duration
+	// SlowPublish is how long one destination's share of a batch may take before the destination counts as
+	// slow, as for a table relay. Default: postbox.DefaultSlowPublish (1s).
+	SlowPublish time.Duration
+	// SpillAfter is how long a message may wait for a destination that is down before the relay writes it into
+	// the outbox table as a pending row, where the table relay publishes it once the destination is back, and
+	// confirms past it: a destination that is down never pins the slot, so the WAL the server retains stays
+	// bounded. The later messages of its key follow it into the table, keeping their order. A message is also
+	// spilled at once when MaxPending messages wait. Default: DefaultSpillAfter (5s).
+	SpillAfter time.Duration
 	// StatusInterval is the longest time between two standby status updates, which confirm the LSN up to which
 	// every message is settled and tell the server the relay is alive. An update is also sent after every batch
 	// that moves the confirmed LSN. Keep it well under the server's wal_sender_timeout (60s by default). Default:
@@ -80,16 +92,23 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	def(&out.Linger, DefaultLinger)
 	def(&out.MaxPending, 10*out.BatchSize)
 	def(&out.PublishTimeout, postbox.DefaultPublishTimeout)
-	def(&out.MaxAttempts, postbox.DefaultMaxAttempts)
-	def(&out.BackoffBase, postbox.DefaultBackoffBase)
-	def(&out.BackoffMax, postbox.DefaultBackoffMax)
-	def(&out.ErrorBackoffBase, postbox.DefaultErrorBackoffBase)
-	def(&out.ErrorBackoffMax, 5*time.Second)
+	p := out.Retry().WithDefaults()
+	out.MaxAttempts, out.BackoffBase, out.BackoffMax = p.MaxAttempts, p.BackoffBase, p.BackoffMax
+	out.ErrorBackoffBase, out.ErrorBackoffMax = p.ErrorBackoffBase, p.ErrorBackoffMax
+	def(&out.SlowPublish, postbox.DefaultSlowPublish)
+	def(&out.SpillAfter, DefaultSpillAfter)
 	def(&out.StatusInterval, DefaultStatusInterval)
 	def(&out.HeartbeatInterval, DefaultHeartbeatInterval)
 	def(&out.SlotCheckInterval, DefaultSlotCheckInterval)
 	def(&out.RetainedWarnBytes, DefaultRetainedWarnBytes)
 	return out
+}
+
+// Retry returns the retry policy of c, which the relay's delivery step (postbox.Deliverer) rules by, as a table
+// relay's does.
+func (c RelayConfig) Retry() postbox.RetryPolicy {
+	return postbox.RetryPolicy{MaxAttempts: c.MaxAttempts, BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax, Backoff: c.Backoff,
+		ErrorBackoffBase: c.ErrorBackoffBase, ErrorBackoffMax: c.ErrorBackoffMax}
 }
 
 func def[T comparable](p *T, v T) {
@@ -109,11 +128,16 @@ func (c RelayConfig) validate() error {
 		{"BackoffBase", int64(c.BackoffBase)}, {"BackoffMax", int64(c.BackoffMax)},
 		{"ErrorBackoffBase", int64(c.ErrorBackoffBase)}, {"ErrorBackoffMax", int64(c.ErrorBackoffMax)},
 		{"StatusInterval", int64(c.StatusInterval)}, {"SlotCheckInterval", int64(c.SlotCheckInterval)},
+		{"SlowPublish", int64(c.SlowPublish)}, {"SpillAfter", int64(c.SpillAfter)},
 		{"RetainedWarnBytes", c.RetainedWarnBytes},
 	} {
 		if p.v < 0 {
 			return fmt.Errorf("%w: wal.RelayConfig.%s is negative; use a positive value or 0 for the default", postbox.ErrInvalidConfig, p.name)
 		}
+	}
+	if c.ErrorBackoffMax < c.ErrorBackoffBase {
+		return fmt.Errorf("%w: wal.RelayConfig.ErrorBackoffMax (%v) is below ErrorBackoffBase (%v)", postbox.ErrInvalidConfig,
+			c.ErrorBackoffMax, c.ErrorBackoffBase)
 	}
 	if c.MaxPending < c.BatchSize {
 		return fmt.Errorf("%w: wal.RelayConfig.MaxPending (%d) is below BatchSize (%d)", postbox.ErrInvalidConfig, c.MaxPending, c.BatchSize)

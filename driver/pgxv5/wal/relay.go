@@ -28,6 +28,8 @@ import (
 type Relay struct {
 	pool    *pgxpool.Pool
 	pub     postbox.Publisher
+	deliver *postbox.Deliverer // the delivery step, shared with table relays' rules
+	clock   postbox.Clock
 	cfg     RelayConfig
 	ccfg    postbox.Config
 	names   driver.Names
@@ -36,12 +38,12 @@ type Relay struct {
 	running atomic.Bool
 	failing atomic.Bool // the last attempt to stream failed
 
-	published, failed, dead, batches, errors atomic.Int64
-	streaming                                atomic.Bool
-	confirmed                                atomic.Uint64
-	mu                                       sync.Mutex
-	slot                                     SlotStatus
-	slotAt                                   time.Time
+	published, failed, dead, batches, errors, spilled atomic.Int64
+	streaming                                         atomic.Bool
+	confirmed                                         atomic.Uint64
+	mu                                                sync.Mutex
+	slot                                              SlotStatus
+	slotAt                                            time.Time
 }
 
 // Stats are a relay's running totals since it was made, and what its last slot check read.
@@ -49,11 +51,14 @@ type Stats struct {
 	Published int64 // messages the broker acknowledged
 	Failed    int64 // failed publish attempts that will be retried
 	Dead      int64 // messages parked as dead in the outbox table
+	Spilled   int64 // messages written into the outbox table as pending, their destination down (SpillAfter)
 	Batches   int64 // batches published
 	Errors    int64 // lost connections and failed dead-table writes; retried
 	Streaming bool  // whether the relay is reading from its slot now
 	// Confirmed is the position (LSN) up to which the relay has settled every message, as last sent to the server.
 	Confirmed string
+	// Destinations is the health of each destination the relay has published to (see postbox.Destinations).
+	Destinations []postbox.DestinationHealth
 	// Slot is what the last slot check read; SlotCheckedAt is when (zero before the first).
 	Slot          SlotStatus
 	SlotCheckedAt time.Time
@@ -95,8 +100,11 @@ func NewRelay(pool *pgxpool.Pool, client *postbox.Client[pgx.Tx], pub postbox.Pu
 	if log == nil {
 		log = cc.Logger
 	}
-	return &Relay{pool: pool, pub: pub, cfg: c, ccfg: cc, names: n, prefix: Prefix(n),
-		log: log.With("component", "postbox.wal", "slot", c.Slot)}, nil
+	r := &Relay{pool: pool, pub: pub, cfg: c, ccfg: cc, names: n, prefix: Prefix(n), clock: cc.Clock,
+		log: log.With("component", "postbox.wal", "slot", c.Slot)}
+	r.deliver = postbox.NewDeliverer(pub, postbox.DelivererConfig{Retry: c.Retry(), Registry: cc.Registry, Clock: cc.Clock,
+		SlowPublish: c.SlowPublish, Logger: r.log})
+	return r, nil
 }
 
 // Slot returns the relay's replication slot name.
@@ -107,9 +115,9 @@ func (r *Relay) Stats() Stats {
 	r.mu.Lock()
 	slot, at := r.slot, r.slotAt
 	r.mu.Unlock()
-	return Stats{Published: r.published.Load(), Failed: r.failed.Load(), Dead: r.dead.Load(), Batches: r.batches.Load(),
-		Errors: r.errors.Load(), Streaming: r.streaming.Load(), Confirmed: pglogrepl.LSN(r.confirmed.Load()).String(),
-		Slot: slot, SlotCheckedAt: at}
+	return Stats{Published: r.published.Load(), Failed: r.failed.Load(), Dead: r.dead.Load(), Spilled: r.spilled.Load(),
+		Batches: r.batches.Load(), Errors: r.errors.Load(), Streaming: r.streaming.Load(),
+		Confirmed: pglogrepl.LSN(r.confirmed.Load()).String(), Destinations: r.deliver.Health(), Slot: slot, SlotCheckedAt: at}
 }
 
 // Run checks the server (Check), creates the slot and its publication when missing, and relays until ctx is
@@ -260,7 +268,6 @@ func (r *Relay) stream(ctx context.Context, retry *backoff.Backoff) error {
 	}
 	retry.Reset()
 	r.confirmed.Store(uint64(start))
-	s := &session{r: r, conn: conn, confirmed: start, sent: start, seen: map[string]struct{}{},
-		probe: backoff.Backoff{Base: r.cfg.ErrorBackoffBase, Max: r.cfg.ErrorBackoffMax}}
+	s := &session{r: r, conn: conn, confirmed: start, sent: start, seen: map[string]struct{}{}, spilledKeys: map[string]struct{}{}}
 	return s.run(ctx)
 }

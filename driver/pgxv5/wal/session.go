@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/backoff"
 )
 
 // A session reads one replication connection. It keeps the messages read and not yet settled in commit order,
@@ -30,9 +29,13 @@ type txn struct {
 type item struct {
 	rec  postbox.Record
 	tx   *txn
-	due  time.Time // zero: at once
+	due  time.Time // zero: at once; on the client's clock
 	dead bool      // failed for good: waiting to be written into the dead table
-	done bool
+	// spill: waiting to be written into the table as a pending row; heldSince is when its destination first
+	// held it (see RelayConfig.SpillAfter).
+	spill     bool
+	heldSince time.Time
+	done      bool
 }
 
 type session struct {
@@ -45,10 +48,10 @@ type session struct {
 	confirmed  pglogrepl.LSN
 	sent       pglogrepl.LSN
 	nextStatus time.Time
-	probe      backoff.Backoff // while the broker refuses whole batches
-	down       bool
-	pause      time.Time // no batch before it: the broker refused the last one whole
 	seen       map[string]struct{}
+	// spilledKeys are the keys with a message spilled into the table in this session: their later messages
+	// follow it there, so that the table relay publishes them in order.
+	spilledKeys map[string]struct{}
 }
 
 func (s *session) run(ctx context.Context) error {
@@ -64,17 +67,14 @@ func (s *session) run(ctx context.Context) error {
 			}
 			return err
 		}
-		now := time.Now()
-		if err := s.park(ctx); err != nil {
-			s.r.errors.Add(1)
-			s.r.log.WarnContext(ctx, "writing dead messages failed; retrying", "err", err)
-		}
+		now := s.r.clock.Now()
+		s.settleInTable(ctx)
 		if b := s.batch(now); len(b) > 0 {
 			s.publish(ctx, b)
 		}
 		s.compact()
 		s.advance()
-		if s.confirmed > s.sent || !now.Before(s.nextStatus) {
+		if s.confirmed > s.sent || !time.Now().Before(s.nextStatus) {
 			if err := s.status(); err != nil {
 				return err
 			}
@@ -97,14 +97,14 @@ func (s *session) status() error {
 // fill reads from the stream until a batch is ready, the linger after the first new message has passed, a
 // retry is due or a status update is; it does not read while MaxPending messages wait.
 func (s *session) fill(ctx context.Context) error {
-	now := time.Now()
+	now, clockNow := time.Now(), s.r.clock.Now()
 	until := s.nextStatus
-	ready, next := s.scan(now)
+	ready, next := s.scan(clockNow)
 	if ready > 0 {
 		until = minTime(until, now.Add(s.r.cfg.Linger))
 	}
 	if !next.IsZero() {
-		until = minTime(until, next)
+		until = minTime(until, now.Add(next.Sub(clockNow)))
 	}
 	if len(s.pending) >= s.r.cfg.MaxPending {
 		sleep(ctx, time.Until(until))
@@ -236,15 +236,12 @@ func (s *session) decode(x pglogrepl.XLogData) (int, error) {
 
 // scan counts the messages a batch could take at now, and returns the earliest retry time still ahead.
 func (s *session) scan(now time.Time) (ready int, next time.Time) {
-	if s.pause.After(now) {
-		return 0, s.pause
-	}
 	clear(s.seen)
 	for _, it := range s.pending {
 		k := it.rec.Key
 		_, held := s.seen[k]
 		switch {
-		case it.dead:
+		case it.dead || it.spill:
 		case it.due.After(now):
 			if next.IsZero() || it.due.Before(next) {
 				next = it.due
@@ -259,20 +256,14 @@ func (s *session) scan(now time.Time) (ready int, next time.Time) {
 	return ready, next
 }
 
-// batch returns the messages to publish now, oldest first: at most BatchSize (one while the broker is down), and
-// at most one per key, the key's oldest unsettled message, so that a failure holds back its key's later messages.
+// batch returns the messages to publish now, oldest first: at most BatchSize, and at most one per key, the key's
+// oldest unsettled message, so that a failure holds back its key's later messages. A message whose key has a
+// message spilled into the table is marked to follow it there instead.
 func (s *session) batch(now time.Time) []*item {
-	if s.pause.After(now) {
-		return nil
-	}
-	limit := s.r.cfg.BatchSize
-	if s.down {
-		limit = 1
-	}
 	clear(s.seen)
 	var out []*item
 	for _, it := range s.pending {
-		if len(out) == limit {
+		if len(out) == s.r.cfg.BatchSize {
 			break
 		}
 		k := it.rec.Key
@@ -280,7 +271,10 @@ func (s *session) batch(now time.Time) []*item {
 		if k != "" {
 			s.seen[k] = struct{}{}
 		}
-		if it.dead || it.due.After(now) || (held && k != "") {
+		if _, spilled := s.spilledKeys[k]; spilled && k != "" && !it.dead && !it.done {
+			it.spill = true
+		}
+		if it.dead || it.spill || it.due.After(now) || (held && k != "") {
 			continue
 		}
 		out = append(out, it)
@@ -288,59 +282,51 @@ func (s *session) batch(now time.Time) []*item {
 	return out
 }
 
-// publish publishes b and settles each message: published, retried later, or marked for the dead table.
+// publish publishes b through the delivery step and settles each message as its verdict says: published,
+// retried later, marked for the dead table, or held for a destination that is down, and spilled into the table
+// once held for SpillAfter (or at once when MaxPending messages wait).
 func (s *session) publish(ctx context.Context, b []*item) {
 	r := s.r
 	recs := make([]postbox.Record, len(b))
 	for i, it := range b {
 		recs[i] = it.rec
 	}
-	started := time.Now()
+	started := r.clock.Now()
 	// A batch in flight finishes even when ctx is cancelled, within PublishTimeout.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
-	errs := r.publishChecked(pctx, recs)
+	verdicts := r.deliver.Deliver(pctx, recs)
 	cancel()
-	now := time.Now()
-	down := true
-	for _, err := range errs {
-		if err == nil || !postbox.IsUnavailable(err) {
-			down = false
-		}
-	}
+	now := r.clock.Now()
+	full := len(s.pending) >= r.cfg.MaxPending
 	var published, failed, dead int64
-	deadFlags := make([]bool, len(b))
+	errs, deadFlags := make([]error, len(b)), make([]bool, len(b))
 	for i, it := range b {
-		err := errs[i]
-		switch {
-		case err == nil:
+		v := verdicts[i]
+		errs[i] = v.Err
+		switch v.Kind {
+		case postbox.VerdictPublished:
 			it.done = true
 			published++
-		case down:
-			// The broker took nothing: no attempt counts against the messages. Wait, then probe it with one
-			// message.
-		default:
-			it.rec.Attempts++
-			it.rec.LastError = truncate(err.Error(), postbox.MaxLastErrorLen)
-			if postbox.IsPermanent(err) || it.rec.Attempts >= r.cfg.MaxAttempts {
-				it.dead, deadFlags[i] = true, true
-				dead++
-				r.log.WarnContext(ctx, "message parked as dead", "id", it.rec.ID, "topic", it.rec.Topic, "attempts", it.rec.Attempts, "err", err)
-				continue
+		case postbox.VerdictHeld:
+			it.due = v.RetryAt
+			if it.heldSince.IsZero() {
+				it.heldSince = now
 			}
-			it.due = now.Add(backoff.Delay(r.cfg.BackoffBase, r.cfg.BackoffMax, it.rec.Attempts))
+			if full || now.Sub(it.heldSince) >= r.cfg.SpillAfter {
+				it.spill = true
+				if it.rec.Key != "" {
+					s.spilledKeys[it.rec.Key] = struct{}{}
+				}
+			}
+		case postbox.VerdictDead:
+			it.rec.Attempts, it.rec.LastError = v.Attempts, v.LastError
+			it.dead, deadFlags[i] = true, true
+			dead++
+			r.log.WarnContext(ctx, "message parked as dead", "id", it.rec.ID, "topic", it.rec.Topic, "attempts", it.rec.Attempts, "err", v.Err)
+		case postbox.VerdictRetry:
+			it.rec.Attempts, it.rec.LastError, it.due = v.Attempts, v.LastError, v.RetryAt
 			failed++
 		}
-	}
-	if down {
-		s.pause = now.Add(s.probe.Next())
-		if !s.down {
-			r.log.WarnContext(ctx, "broker unavailable; probing it with one message at a time", "err", errs[0])
-		}
-		s.down = true
-	} else if s.down {
-		s.down = false
-		s.probe.Reset()
-		r.log.InfoContext(ctx, "broker available again")
 	}
 	r.batches.Add(1)
 	r.published.Add(published)
@@ -351,118 +337,124 @@ func (s *session) publish(ctx context.Context, b []*item) {
 	if failed > 0 {
 		r.log.WarnContext(ctx, "publish failed", "failed", failed, "published", published, "first_err", firstErr(errs))
 	}
-	if dead > 0 {
-		if err := s.park(ctx); err != nil {
-			r.errors.Add(1)
-			r.log.WarnContext(ctx, "writing dead messages failed; retrying", "err", err)
-		}
-	}
+	s.settleInTable(ctx)
 }
 
 func firstErr(errs []error) error {
 	for _, err := range errs {
-		if err != nil {
+		if err != nil && !errors.Is(err, postbox.ErrDestinationDown) {
 			return err
 		}
 	}
 	return nil
 }
 
-// publishChecked publishes the records that meet the client's registry and fails the others permanently.
-func (r *Relay) publishChecked(ctx context.Context, recs []postbox.Record) []error {
-	errs := make([]error, len(recs))
-	valid := make([]postbox.Record, 0, len(recs))
-	idx := make([]int, 0, len(recs))
-	for i, rec := range recs {
-		if reg := r.ccfg.Registry; reg != nil {
-			if err := reg.Check(rec.Message); err != nil {
-				errs[i] = postbox.Permanent(fmt.Errorf("refused by the event registry, not published: %w", err))
-				continue
-			}
-		}
-		valid = append(valid, rec)
-		idx = append(idx, i)
-	}
-	if len(valid) == 0 {
-		return errs
-	}
-	for j, err := range r.publish(ctx, valid) {
-		errs[idx[j]] = err
-	}
-	return errs
-}
-
-// publish calls the publisher and returns one error per record.
-func (r *Relay) publish(ctx context.Context, recs []postbox.Record) (errs []error) {
-	errs = make([]error, len(recs))
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("postbox wal: publisher panicked: %v", p)
-			for i := range errs {
-				errs[i] = err
-			}
-		}
-	}()
-	err := r.pub.Publish(ctx, recs)
-	if err == nil {
-		return errs
-	}
-	var be *postbox.BatchError
-	if errors.As(err, &be) && len(be.Errs) == len(recs) {
-		copy(errs, be.Errs)
-		return errs
-	}
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
-}
-
-// park writes the messages that failed for good into the outbox table as dead rows, where dead list, retry
-// and purge find them; a retried one is then published by a table relay.
-func (s *session) park(ctx context.Context) error {
-	var dead []*item
+// settleInTable writes the messages that failed for good into the outbox table as dead rows, where dead list,
+// retry and purge find them (a retried one is then published by a table relay), and the spilled ones as pending
+// rows, which a table relay publishes. Either way the message is settled and the confirmed position may pass it.
+// A failed write is logged and tried again at the next turn.
+func (s *session) settleInTable(ctx context.Context) {
+	var rows []*item
+	var dead, spilled int64
 	for _, it := range s.pending {
-		if it.dead && !it.done {
-			dead = append(dead, it)
+		if (it.dead || it.spill) && !it.done {
+			rows = append(rows, it)
+			if it.dead {
+				dead++
+			} else {
+				spilled++
+			}
 		}
 	}
-	if len(dead) == 0 {
-		return nil
+	if len(rows) == 0 {
+		return
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.r.cfg.PublishTimeout)
 	defer cancel()
-	if err := s.r.insertDead(wctx, dead); err != nil {
-		return err
+	if err := s.r.insertRows(wctx, rows); err != nil {
+		s.r.errors.Add(1)
+		s.r.log.WarnContext(ctx, "writing messages into the outbox table failed; retrying", "dead", dead, "spilled", spilled, "err", err)
+		return
 	}
-	for _, it := range dead {
+	for _, it := range rows {
 		it.done = true
 	}
-	s.r.dead.Add(int64(len(dead)))
-	return nil
+	s.r.dead.Add(dead)
+	if spilled > 0 {
+		s.r.spilled.Add(spilled)
+		s.r.log.InfoContext(ctx, "messages for a destination that is down written into the outbox table; the table relay publishes them when it is back",
+			"spilled", spilled, "spill_after", s.r.cfg.SpillAfter)
+	}
 }
 
-func (r *Relay) insertDead(ctx context.Context, dead []*item) error {
+// insertRows inserts rows into the outbox table, dead or pending as each is, in one batch. Text a text column
+// refuses (NUL, invalid UTF-8: Decode accepts what Encode wrote, the table is stricter) is stored with the
+// offending bytes replaced by U+FFFD and the message's last error saying so, so that no message is left
+// unsettled, pinning the slot, because the table refuses its text.
+func (r *Relay) insertRows(ctx context.Context, rows []*item) error {
 	table := pgx.Identifier{r.names.Outbox}
 	if r.names.Schema != "" {
 		table = pgx.Identifier{r.names.Schema, r.names.Outbox}
 	}
 	q := "INSERT INTO " + table.Sanitize() + " (id, topic, key, type, payload, headers, available_at, created_at, status, attempts, last_error)" +
-		" VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, $8, 'dead', $9, $10) ON CONFLICT DO NOTHING"
+		" VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING"
 	var b pgx.Batch
-	now := time.Now().UTC()
-	for _, it := range dead {
-		var headers any
-		if len(it.rec.Headers) > 0 {
-			headers = it.rec.Headers
+	now := r.clock.Now().UTC()
+	for _, it := range rows {
+		rec, changed := fitRecord(it.rec)
+		lastErr := rec.LastError
+		if changed {
+			lastErr = "stored with bytes the table refuses (NUL or invalid UTF-8) replaced by U+FFFD; " + lastErr
+			if len(lastErr) > postbox.MaxLastErrorLen {
+				lastErr = strings.ToValidUTF8(lastErr[:postbox.MaxLastErrorLen], "")
+			}
 		}
-		payload := it.rec.Payload
+		var headers any
+		if len(rec.Headers) > 0 {
+			headers = rec.Headers
+		}
+		payload := rec.Payload
 		if payload == nil {
 			payload = []byte{}
 		}
-		b.Queue(q, it.rec.ID, it.rec.Topic, it.rec.Key, it.rec.Type, payload, headers, now, it.rec.CreatedAt, it.rec.Attempts, it.rec.LastError)
+		status, at := "dead", now
+		if !it.dead {
+			status, at = "pending", maxTime(it.due, now).UTC()
+		}
+		b.Queue(q, rec.ID, rec.Topic, rec.Key, rec.Type, payload, headers, at, rec.CreatedAt, status, rec.Attempts, lastErr)
 	}
 	return r.pool.SendBatch(ctx, &b).Close()
+}
+
+// fitRecord returns rec with its text made fit for text columns, and whether anything changed.
+func fitRecord(rec postbox.Record) (postbox.Record, bool) {
+	changed := false
+	fit := func(s string) string {
+		f := fitText(s)
+		changed = changed || f != s
+		return f
+	}
+	rec.Topic, rec.Key, rec.Type = fit(rec.Topic), fit(rec.Key), fit(rec.Type)
+	if len(rec.Headers) > 0 {
+		h := make(map[string]string, len(rec.Headers))
+		for k, v := range rec.Headers {
+			h[fit(k)] = fit(v)
+		}
+		rec.Headers = h
+	}
+	return rec, changed
+}
+
+// fitText makes s fit a text column: valid UTF-8 without NUL.
+func fitText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // compact drops the settled messages and counts them off their transactions.
@@ -497,13 +489,4 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// truncate makes s fit a text column: valid UTF-8 without NUL, at most n bytes.
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
