@@ -312,8 +312,9 @@ func (d *Deliverer) label(name string) string {
 func (d *Deliverer) Avoid() []string { return d.health.avoid() }
 
 // Due reports whether a claim of the avoided topics is due at now (a slow destination, or a down one whose
-// probe is due), and when the next one will be otherwise; next is zero when no destination is down or slow.
-func (d *Deliverer) Due(now time.Time) (due bool, next time.Time) { return d.health.due(now) }
+// probe is due), whether a destination is slow (then the claim should be a whole batch; a probe needs a few
+// messages only), and when the next claim will be due otherwise; next is zero when no destination is down or slow.
+func (d *Deliverer) Due(now time.Time) (due, slow bool, next time.Time) { return d.health.due(now) }
 
 // AllDown reports whether every destination that has been tried is down, and none is known to work.
 func (d *Deliverer) AllDown() bool { return d.health.allDown() }

@@ -219,25 +219,29 @@ func (h *health) avoid() []string {
 	return h.avoided
 }
 
-// due reports whether a claim for the avoided topics is due at now, and when the next is due otherwise.
-func (h *health) due(now time.Time) (bool, time.Time) {
+// due reports whether a claim for the avoided topics is due at now, whether a destination is slow, and when the
+// next claim is due otherwise.
+func (h *health) due(now time.Time) (bool, bool, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var next time.Time
 	for _, d := range h.m {
+		if d.state == DestinationSlow {
+			return true, true, now
+		}
+	}
+	for _, d := range h.m {
 		switch d.state {
-		case DestinationSlow:
-			return true, now
 		case DestinationDown:
 			if !now.Before(d.next) {
-				return true, now
+				return true, false, now
 			}
 			if next.IsZero() || d.next.Before(next) {
 				next = d.next
 			}
 		}
 	}
-	return false, next
+	return false, false, next
 }
 
 func (h *health) allDown() bool {

@@ -16,6 +16,9 @@ import (
 // laneTick bounds how long the lane goes without looking at the destinations' health and the stall watch.
 const laneTick = 100 * time.Millisecond
 
+// probeClaim is the size of the lane's claim that probes down destinations.
+const probeClaim = 16
+
 func (r *Relay) lane(ctx context.Context) {
 	clock := r.client.cfg.Clock
 	retry := r.cfg.Retry().errorBackoff() // after a failed claim or settle, which the workers report
@@ -23,7 +26,7 @@ func (r *Relay) lane(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := clock.Now()
 		r.watchStall(ctx, now)
-		due, next := r.deliver.Due(now)
+		due, slow, next := r.deliver.Due(now)
 		if !due {
 			d := laneTick
 			if !next.IsZero() {
@@ -32,7 +35,13 @@ func (r *Relay) lane(ctx context.Context) {
 			r.sleep(ctx, d)
 			continue
 		}
-		n, err := r.runOnce(ctx, r.cfg.BatchSize, nil, nil, true)
+		// A probe needs one message of each down destination, which are the oldest pending since they wait:
+		// a small claim, so that each probe does not hold and settle again a whole batch of waiting messages.
+		limit := min(r.cfg.BatchSize, probeClaim)
+		if slow {
+			limit = r.cfg.BatchSize
+		}
+		n, err := r.runOnce(ctx, limit, nil, nil, true)
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -8,6 +8,7 @@ require (
 	github.com/postbox-go/postbox v0.1.0
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
 	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
+	github.com/postbox-go/postbox/broker/webhook v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5/wal v0.1.0
 	github.com/postbox-go/postbox/internal/testenv v0.1.0
