@@ -522,4 +522,3 @@ func TestPartialDestinationSlow(t *testing.T) {
 		t.Errorf("RelayStats.Destinations = %+v during the slow phase, want warehouse slow", st.Destinations)
 	}
 }
-
