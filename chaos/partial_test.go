@@ -18,6 +18,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker/webhook"
+	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/driver/pgxv5"
 )
 
@@ -164,6 +165,12 @@ type partial struct {
 }
 
 func newPartial(ctx context.Context, t *testing.T, name string, ordered bool) *partial {
+	return newPartialOn(ctx, t, name, ordered, sharedDB, func(pool *pgxpool.Pool) driver.Driver[pgx.Tx] { return pgxv5.New(pool) })
+}
+
+// newPartialOn is newPartial on the database at dbURL, through the driver drv makes.
+func newPartialOn(ctx context.Context, t *testing.T, name string, ordered bool, dbURL string,
+	drv func(*pgxpool.Pool) driver.Driver[pgx.Tx]) *partial {
 	t.Helper()
 	p := &partial{t: t, commits: map[string]time.Time{}, topic: map[string]string{}, phaseOf: map[string]int{},
 		healthyTopic: "orders.created", faultyTopic: "warehouse.pick", healthyPerSecond: 100, faultyPerSecond: 20}
@@ -175,12 +182,12 @@ func newPartial(ctx context.Context, t *testing.T, name string, ordered bool) *p
 		}
 	})
 	var err error
-	if p.pool, err = pgxpool.New(ctx, sharedDB); err != nil {
+	if p.pool, err = pgxpool.New(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.pool.Close)
 	table := fmt.Sprintf("partial_%s_%d", name, time.Now().UnixNano()%1_000_000)
-	if p.client, err = postbox.NewClient(pgxv5.New(p.pool), &postbox.Config{Table: table + "_outbox",
+	if p.client, err = postbox.NewClient(drv(p.pool), &postbox.Config{Table: table + "_outbox",
 		InboxTable: table + "_inbox", Ordered: ordered, Logger: p.log}); err != nil {
 		t.Fatal(err)
 	}

@@ -55,11 +55,13 @@ type RelayConfig struct {
 	// SlowPublish is how long one destination's share of a batch may take before the destination counts as
 	// slow, as for a table relay. Default: postbox.DefaultSlowPublish (1s).
 	SlowPublish time.Duration
-	// SpillAfter is how long a message may wait for a destination that is down before the relay writes it into
-	// the outbox table as a pending row, where the table relay publishes it once the destination is back, and
-	// confirms past it: a destination that is down never pins the slot, so the WAL the server retains stays
-	// bounded. The later messages of its key follow it into the table, keeping their order. A message is also
-	// spilled at once when MaxPending messages wait. Default: DefaultSpillAfter (5s).
+	// SpillAfter is how long a message may wait, for a destination that is down or for its next retry, before
+	// the relay writes it into the outbox table as a pending row (with its attempts and next retry time), where
+	// the table relay beside it publishes it, and confirms past it: no destination and no message ever pins the
+	// slot, so the WAL the server retains stays bounded. The later messages of its key follow it into the table,
+	// keeping their order. A message is also spilled at once when MaxPending messages wait. Text a text column
+	// refuses (NUL, invalid UTF-8) is stored with those bytes replaced by U+FFFD, said in its last error.
+	// Default: DefaultSpillAfter (5s).
 	SpillAfter time.Duration
 	// StatusInterval is the longest time between two standby status updates, which confirm the LSN up to which
 	// every message is settled and tell the server the relay is alive. An update is also sent after every batch

@@ -31,11 +31,11 @@ type item struct {
 	tx   *txn
 	due  time.Time // zero: at once; on the client's clock
 	dead bool      // failed for good: waiting to be written into the dead table
-	// spill: waiting to be written into the table as a pending row; heldSince is when its destination first
-	// held it (see RelayConfig.SpillAfter).
-	spill     bool
-	heldSince time.Time
-	done      bool
+	// spill: waiting to be written into the table as a pending row; waiting is when it first failed or was held
+	// (see RelayConfig.SpillAfter).
+	spill   bool
+	waiting time.Time
+	done    bool
 }
 
 type session struct {
@@ -309,15 +309,7 @@ func (s *session) publish(ctx context.Context, b []*item) {
 			published++
 		case postbox.VerdictHeld:
 			it.due = v.RetryAt
-			if it.heldSince.IsZero() {
-				it.heldSince = now
-			}
-			if full || now.Sub(it.heldSince) >= r.cfg.SpillAfter {
-				it.spill = true
-				if it.rec.Key != "" {
-					s.spilledKeys[it.rec.Key] = struct{}{}
-				}
-			}
+			s.mayspill(it, now, full)
 		case postbox.VerdictDead:
 			it.rec.Attempts, it.rec.LastError = v.Attempts, v.LastError
 			it.dead, deadFlags[i] = true, true
@@ -325,6 +317,7 @@ func (s *session) publish(ctx context.Context, b []*item) {
 			r.log.WarnContext(ctx, "message parked as dead", "id", it.rec.ID, "topic", it.rec.Topic, "attempts", it.rec.Attempts, "err", v.Err)
 		case postbox.VerdictRetry:
 			it.rec.Attempts, it.rec.LastError, it.due = v.Attempts, v.LastError, v.RetryAt
+			s.mayspill(it, now, full)
 			failed++
 		}
 	}
@@ -338,6 +331,22 @@ func (s *session) publish(ctx context.Context, b []*item) {
 		r.log.WarnContext(ctx, "publish failed", "failed", failed, "published", published, "first_err", firstErr(errs))
 	}
 	s.settleInTable(ctx)
+}
+
+// mayspill marks it, which failed or was held at now, to be spilled into the table when it has waited, or is to
+// wait, SpillAfter, or when full: MaxPending messages wait. Its key's later messages follow it there.
+func (s *session) mayspill(it *item, now time.Time, full bool) {
+	if it.waiting.IsZero() {
+		it.waiting = now
+	}
+	after := s.r.cfg.SpillAfter
+	if !full && now.Sub(it.waiting) < after && it.due.Sub(now) < after {
+		return
+	}
+	it.spill = true
+	if it.rec.Key != "" {
+		s.spilledKeys[it.rec.Key] = struct{}{}
+	}
 }
 
 func firstErr(errs []error) error {
@@ -382,7 +391,7 @@ func (s *session) settleInTable(ctx context.Context) {
 	s.r.dead.Add(dead)
 	if spilled > 0 {
 		s.r.spilled.Add(spilled)
-		s.r.log.InfoContext(ctx, "messages for a destination that is down written into the outbox table; the table relay publishes them when it is back",
+		s.r.log.InfoContext(ctx, "messages that waited too long written into the outbox table as pending; the table relay publishes them",
 			"spilled", spilled, "spill_after", s.r.cfg.SpillAfter)
 	}
 }
