@@ -73,6 +73,8 @@ type Destinations interface {
 	// Destination names the destination of messages of topic, for logs, metrics and health. It must be cheap
 	// and always give the same name for the same topic.
 	Destination(topic string) string
+	// DestinationNames names every destination, so that the relay can tell when all of them are down.
+	DestinationNames() []string
 }
 
 // DelivererConfig configures a Deliverer.
@@ -316,8 +318,13 @@ func (d *Deliverer) Avoid() []string { return d.health.avoid() }
 // messages only), and when the next claim will be due otherwise; next is zero when no destination is down or slow.
 func (d *Deliverer) Due(now time.Time) (due, slow bool, next time.Time) { return d.health.due(now) }
 
-// AllDown reports whether every destination that has been tried is down, and none is known to work.
-func (d *Deliverer) AllDown() bool { return d.health.allDown() }
+// AllDown reports whether every destination is down: the publisher's one, or each of its DestinationNames.
+func (d *Deliverer) AllDown() bool {
+	if d.dests == nil {
+		return d.health.allDown([]string{""})
+	}
+	return d.health.allDown(d.dests.DestinationNames())
+}
 
 // Health returns the state of each destination tried so far, in name order.
 func (d *Deliverer) Health() []DestinationHealth { return d.health.snapshot(d.cfg.Clock.Now()) }

@@ -244,15 +244,15 @@ func (h *health) due(now time.Time) (bool, bool, time.Time) {
 	return false, false, next
 }
 
-func (h *health) allDown() bool {
+func (h *health) allDown(names []string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, d := range h.m {
-		if d.state != DestinationDown {
+	for _, name := range names {
+		if d := h.m[name]; d == nil || d.state != DestinationDown {
 			return false
 		}
 	}
-	return len(h.m) > 0
+	return len(names) > 0
 }
 
 func (h *health) snapshot(now time.Time) []DestinationHealth {

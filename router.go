@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -36,16 +37,31 @@ type Router struct {
 }
 
 // Destination names the destination of topic's messages: the Name of the first route it matches, or DefaultName.
-func (r *Router) Destination(topic string) string {
-	i := r.route(topic)
-	if i < 0 {
-		if r.DefaultName == "" {
-			return "default"
+func (r *Router) Destination(topic string) string { return r.name(r.route(topic)) }
+
+// DestinationNames names every destination: each route's, and Default's when it is set.
+func (r *Router) DestinationNames() []string {
+	var out []string
+	for i := range r.Routes {
+		if name := r.name(i); !slices.Contains(out, name) {
+			out = append(out, name)
 		}
-		return r.DefaultName
 	}
-	if n := r.Routes[i].Name; n != "" {
-		return n
+	if r.Default != nil && !slices.Contains(out, r.name(-1)) {
+		out = append(out, r.name(-1))
+	}
+	return out
+}
+
+// name names the destination of route i, or of Default for -1.
+func (r *Router) name(i int) string {
+	switch {
+	case i < 0 && r.DefaultName == "":
+		return "default"
+	case i < 0:
+		return r.DefaultName
+	case r.Routes[i].Name != "":
+		return r.Routes[i].Name
 	}
 	return r.Routes[i].Topics
 }

@@ -203,6 +203,15 @@ func (r *router) Destination(topic string) string {
 	return "no route"
 }
 
+// DestinationNames names every broker of the router.
+func (r *router) DestinationNames() []string {
+	var out []string
+	for _, c := range r.conns() {
+		out = append(out, c.name)
+	}
+	return out
+}
+
 func (r *router) Publish(ctx context.Context, batch []postbox.Record) error {
 	groups := map[*brokerConn][]int{}
 	errs := make([]error, len(batch))

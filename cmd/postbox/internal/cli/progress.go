@@ -60,6 +60,7 @@ func logProgress(ctx context.Context, log *slog.Logger, interval time.Duration, 
 		}
 		attrs := []any{"published", now.Published - last.Published, "failed", now.Failed - last.Failed,
 			"dead", now.Dead - last.Dead, "batches", now.Batches - last.Batches}
+		attrs = append(attrs, destinationAttrs(now)...)
 		last = now
 		sctx, cancel := context.WithTimeout(ctx, interval)
 		s, err := outbox(sctx)

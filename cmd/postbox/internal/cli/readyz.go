@@ -36,7 +36,10 @@ type readiness struct {
 	pingers func() []pinger // the relay of many sources adds and removes some while it runs
 	ttl     time.Duration
 	now     func() time.Time
-	log     *slog.Logger
+	// destinations, when set, gives the relay's health per destination, which /readyz shows beside the checks:
+	// one destination down does not make the relay unready, since it goes on with the others.
+	destinations func() []destinationState
+	log          *slog.Logger
 
 	mu     sync.Mutex // held through a check, so that requests arriving meanwhile wait for its result
 	at     time.Time

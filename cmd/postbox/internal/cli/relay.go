@@ -21,7 +21,10 @@ On a signal it stops claiming, lets the in-flight batches publish and settle, an
 you like on one database: claims skip rows another relay holds.
 
 Each message goes to the broker of the first --route whose pattern matches its topic ('*' matches any run of
-characters, dots included), or to --broker when none matches. Broker URLs:
+characters, dots included), or to --broker when none matches. Each broker is a destination of its own: one that is
+down holds back only its own topics (probed with one of its messages, at most every --error-backoff-max), and one
+slower than --slow-publish holds one batch at a time, while every other broker's topics flow at full speed; the
+log says when each goes down and comes back, and /metrics and /readyz show each one's state. Broker URLs:
 
   nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&tls=true&ca_file=PATH]
       NATS JetStream; the message ID is the Nats-Msg-Id, so JetStream drops republished duplicates. With stream
@@ -64,7 +67,7 @@ With --http, the relay serves /healthz (the process is up), /readyz (the databas
 503 otherwise; checked at most every 2s, with the reasons in the log) and /metrics, OpenTelemetry metrics in the
 Prometheus format. None of them asks for credentials: bind a loopback or private address, such as 127.0.0.1:9090.
 
-` + metricsHelp + `
+` + metricsHelp + "\n" + destinationHelp + `
 
 Before it starts, the relay checks that the tables are migrated (exit 1 with the migrate command to run
 otherwise) and pings every broker until it answers or --start-timeout passes: a broker that never answers is
@@ -130,6 +133,10 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
 		f.Duration(&ro.cfg.ErrorBackoffMax, "error-backoff-max", postbox.DefaultErrorBackoffMax,
 			"longest delay between attempts while the database or the broker is down; the relay resumes within about this long of it answering")
+		f.Duration(&ro.cfg.SlowPublish, "slow-publish", postbox.DefaultSlowPublish,
+			"a destination whose publishes take longer is slow: its messages are then claimed one batch at a time, so that it cannot hold up the others")
+		f.Duration(&ro.cfg.StallAfter, "stall-after", postbox.DefaultStallAfter,
+			"with messages ready and none published for this long, log that the relay is stalled, naming what waits, and set postbox_relay_stalled")
 		f.Duration(&ro.cfg.PausedRefresh, "paused-refresh", postbox.DefaultPausedRefresh, "how often to read the paused topics (postbox topics pause); a pause takes effect within it")
 		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
 		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
@@ -228,6 +235,9 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	if err := destinationGauges(metrics, relay.Stats); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	var cleaner *postbox.Cleaner
 	if cfg.KeepPublished {
 		// Kept messages leave after --retention; the inbox is left to postbox cleanup.
@@ -274,7 +284,9 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", ro.http, err)
 		}
-		srv = newHTTPServer(relayHandler(newReadiness(db, rtr, rt.log), metrics))
+		ready := newReadiness(db, rtr, rt.log)
+		ready.destinations = func() []destinationState { return destinationStates(relay.Stats(), rtr.conns()) }
+		srv = newHTTPServer(relayHandler(ready, metrics))
 		go func() { serveErr <- srv.Serve(ln) }()
 		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
 	}
@@ -362,7 +374,11 @@ func relayHandler(ready *readiness, m *relayMetrics) http.Handler {
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		writeJSON(w, map[string]any{"ready": ok, "checks": checks})
+		body := map[string]any{"ready": ok, "checks": checks}
+		if ready.destinations != nil {
+			body["destinations"] = ready.destinations()
+		}
+		writeJSON(w, body)
 	})
 	mux.Handle("GET /metrics", m.handler)
 	return mux
