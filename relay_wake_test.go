@@ -206,11 +206,13 @@ func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
 		t.Fatal(err) // activity: the relay looks often, then ever less often
 	}
 	waitFor(t, "a look after the enqueue", func() bool { return store.looks.Load() >= 1 })
-	waitFor(t, "the quiet spell after the enqueue", func() bool { return r.busy.Load() == 0 && r.lookDelay() == poll })
+	waitFor(t, "quiet spell of QuietDivisor poll intervals after the enqueue", func() bool {
+		return r.busy.Load() == 0 && time.Since(r.epoch)-time.Duration(r.lastActive.Load()) >= 4*poll
+	})
 	// A wait armed before the spell was long enough ends within one interval, and two looks are at least 9/10 of
 	// one apart: after three more looks, every worker waits a whole interval.
 	settled := store.looks.Load() + 3
-	waitFor(t, "three looks once the relay was quiet", func() bool { return store.looks.Load() >= settled })
+	waitFor(t, "three looks once the relay was quiet (one per PollInterval is due)", func() bool { return store.looks.Load() >= settled })
 
 	// The window is 25 waits of one interval each, one after the other as a worker's are: on a loaded machine its
 	// timers run as late as the workers', so the lower bound below does not depend on the machine's speed.
