@@ -104,6 +104,10 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	}
 	// Many attempts at the 50ms cap, while the database stays unreachable.
 	for relay.Stats().Unavailable < 500*time.Millisecond {
+		if ctx.Err() != nil {
+			t.Fatalf("the relay counted %v unavailable within the test's minute, want 500ms while the database is unreachable; logs:\n%s",
+				relay.Stats().Unavailable, logs)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	proxy.Refuse(false)
