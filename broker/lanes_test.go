@@ -63,8 +63,12 @@ func TestLanesSpreadKeylessMessages(t *testing.T) {
 	}()
 	defer func() {
 		close(release)
-		<-sent
-		lanes.Close()
+		select {
+		case <-sent:
+			lanes.Close()
+		case <-time.After(10 * time.Second):
+			t.Error("a keyless message was not accepted within 10s of releasing the handlers")
+		}
 	}()
 	deadline := time.After(10 * time.Second)
 	for handled := 0; handled < n; handled++ {

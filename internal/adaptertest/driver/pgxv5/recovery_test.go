@@ -73,7 +73,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run(ctx, relay)()
+	defer run(ctx, t, relay)()
 	enqueue := func(n int) {
 		t.Helper()
 		err := producer.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -187,7 +187,7 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run(ctx, relay)()
+	defer run(ctx, t, relay)()
 	offers := func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -236,13 +236,22 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	}
 }
 
-// run runs relay until the returned function is called, which returns once Run has.
-func run(ctx context.Context, relay *postbox.Relay) (stop func()) {
+// run runs relay until the returned function is called, which returns once Run has, and fails the test if Run
+// returned an error or does not return within 30s.
+func run(ctx context.Context, t *testing.T, relay *postbox.Relay) (stop func()) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(rctx) }()
 	return func() {
+		t.Helper()
 		cancel()
-		<-done
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the relay's Run did not return within 30s of its context's end")
+		}
 	}
 }
