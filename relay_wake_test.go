@@ -80,7 +80,7 @@ func runRelay(t *testing.T, r *Relay) {
 	})
 }
 
-// waitIdle waits until the relay's workers have made claims claims between them and all of them wait idle: each
+// waitIdle waits until the relay's workers have made n claims between them and all of them wait idle: each
 // worker's first claim found nothing, so it waits for a wake-up, and the next Wake goes to one of them.
 func waitIdle(t *testing.T, r *Relay, claims *atomic.Int64, n int64) {
 	t.Helper()
