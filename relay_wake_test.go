@@ -2,6 +2,7 @@ package postbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,10 +69,36 @@ func runRelay(t *testing.T, r *Relay) {
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the relay's Run did not return within 10s of its context's end")
 		}
 	})
+}
+
+// waitIdle waits until the relay's workers have made n claims between them and all of them wait idle: each
+// worker's first claim found nothing, so it waits for a wake-up, and the next Wake goes to one of them.
+func waitIdle(t *testing.T, r *Relay, claims *atomic.Int64, n int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d first claims with every worker idle after them", n), func() bool {
+		return claims.Load() >= n && r.busy.Load() == 0
+	})
+}
+
+// receive waits for a value on ch, and fails the test, saying what did not happen, when none comes within 10s.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not happen within 10s", what)
+		panic("unreachable")
+	}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -106,12 +133,16 @@ func TestEnqueueMakesLocalRelayLook(t *testing.T) {
 // TestInTxWakesLocalRelay: a transaction that enqueued wakes an idle relay of the same client when InTx commits
 // it, so the relay claims at once; one that enqueued nothing does not.
 func TestInTxWakesLocalRelay(t *testing.T) {
-	c, store, _ := startIdleRelay(t, &RelayConfig{RecheckDelay: time.Hour})
+	c, store, r := startIdleRelay(t, &RelayConfig{RecheckDelay: time.Hour})
 	ctx := context.Background()
+	wakes := r.wakes.Load()
 	if err := c.InTx(ctx, func(context.Context, int) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	// InTx wakes the relays before it returns, so a wake-up it sent would be counted by now.
+	if n := r.wakes.Load() - wakes; n != 0 {
+		t.Fatalf("a transaction that enqueued nothing woke the relay %d times, want 0", n)
+	}
 	if n := store.claims.Load(); n != 1 {
 		t.Fatalf("a transaction that enqueued nothing made the relay claim (%d claims, want 1)", n)
 	}
@@ -154,7 +185,9 @@ func TestLookDelay(t *testing.T) {
 }
 
 // TestIdleRelayLooksOncePerPollInterval: once the quiet spell after activity is QuietDivisor poll intervals long,
-// an idle relay's workers together look at most once per PollInterval.
+// an idle relay's workers together look once per PollInterval: at most once (the pollGate), so that an idle relay
+// costs no more with more workers, and at least once, so that a message committed without a wake-up waits about one
+// interval.
 func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
 	store := &peekStore{}
 	c, err := NewClient[int](txDriver{storeDriver{store: store}}, &Config{DisableNotify: true})
@@ -173,13 +206,32 @@ func TestIdleRelayLooksOncePerPollInterval(t *testing.T) {
 		t.Fatal(err) // activity: the relay looks often, then ever less often
 	}
 	waitFor(t, "a look after the enqueue", func() bool { return store.looks.Load() >= 1 })
-	time.Sleep(4*poll + 2*poll) // quiet for QuietDivisor poll intervals, and a little more
+	waitFor(t, "quiet spell of QuietDivisor poll intervals after the enqueue", func() bool {
+		return r.busy.Load() == 0 && time.Since(r.epoch)-time.Duration(r.lastActive.Load()) >= 4*poll
+	})
+	// A wait armed before the spell was long enough ends within one interval, and two looks are at least 9/10 of
+	// one apart: after three more looks, every worker waits a whole interval.
+	settled := store.looks.Load() + 3
+	waitFor(t, "three looks once the relay was quiet (one per PollInterval is due)", func() bool { return store.looks.Load() >= settled })
+
+	// The window is 25 waits of one interval each, one after the other as a worker's are: on a loaded machine its
+	// timers run as late as the workers', so the lower bound below does not depend on the machine's speed.
+	const waits = 25
 	before, start := store.looks.Load(), time.Now()
-	time.Sleep(25 * poll)
+	for range waits {
+		time.Sleep(poll)
+	}
 	looks, window := store.looks.Load()-before, time.Since(start)
+	t.Logf("%d looks in %v (%d waits of %v)", looks, window, waits, poll)
 	// The pollGate lets workers look 9/10 of an interval apart, to allow for timer drift.
 	if most := int64(window/(poll*9/10)) + 1; looks > most {
 		t.Fatalf("an idle relay of 3 workers looked %d times in %v, want at most %d (one per PollInterval %v)", looks, window, most, poll)
+	}
+	// The worker that looked last looks again one interval later, unless another did meanwhile, so the relay
+	// looks as often as the window's waits; half of them leaves room for the timers' jitter.
+	if least := int64(waits / 2); looks < least {
+		t.Fatalf("an idle relay of 3 workers looked %d times in %v (%d waits of its PollInterval %v), want at least %d: a message committed without a wake-up waits longer than an interval",
+			looks, window, waits, poll, least)
 	}
 }
 
@@ -248,14 +300,13 @@ func TestWakeDuringClaimIsNotLost(t *testing.T) {
 	}
 	runRelay(t, r)
 	t.Cleanup(func() { close(store.release) }) // runs before the relay is stopped: the held claim must end
-	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
-	time.Sleep(10 * time.Millisecond) // both workers idle
+	waitIdle(t, r, &store.claims, 2)
 
 	store.mu.Lock()
 	store.hold = true
 	store.mu.Unlock()
 	r.Wake() // worker A claims, with a clock read before the commit below, and holds the row
-	<-store.held
+	receive(t, store.held, "the woken worker's claim")
 	store.mu.Lock()
 	store.committed = time.Now()
 	store.mu.Unlock()
@@ -288,7 +339,6 @@ func (s *queueStore) put(id string) {
 }
 
 func (s *queueStore) Claim(context.Context, driver.ClaimParams) (driver.Claim, error) {
-	defer s.claims.Add(1)
 	defer s.claims.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,19 +385,17 @@ func TestRecheckWhileSettling(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	waitFor(t, "both workers' first claims", func() bool { return store.claims.Load() >= 2 })
-	time.Sleep(20 * time.Millisecond) // both workers idle
+	t.Cleanup(func() { close(store.release) }) // runs before the relay is stopped: the settle held must end
+	waitIdle(t, r, &store.claims, 2)
 	store.put("m1")
 	r.Wake()
-	if id := <-published; id != "m1" {
+	if id := receive(t, published, "m1's publish after a wake-up"); id != "m1" {
 		t.Fatalf("published %s first, want m1", id)
 	}
 	store.put("m2") // m1's batch is settling, and stays so until the end of the test
 	select {
 	case <-published:
-		close(store.release)
 	case <-time.After(5 * time.Second):
-		close(store.release)
 		t.Fatal("a message committed while the batch before it settled waited for that settle: no idle worker took the look due RecheckDelay after the claim")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox/broker"
 )
@@ -41,6 +42,7 @@ func TestLanesKeepKeyOrder(t *testing.T) {
 	}
 }
 
+// TestLanesSpreadKeylessMessages: keyless messages go to idle lanes, so n of them are handled at once by n lanes.
 func TestLanesSpreadKeylessMessages(t *testing.T) {
 	const n = 4
 	started := make(chan int, n)
@@ -50,12 +52,30 @@ func TestLanesSpreadKeylessMessages(t *testing.T) {
 		<-release
 	})
 	// Each lane blocks in its handler, so n keyless messages are only all accepted when each went to its own lane.
-	for i := range n {
-		lanes.For("") <- i
+	// The sends run on a goroutine of their own, so that a second message sent to a busy lane blocks it, not the
+	// test; releasing the handlers lets every lane finish, and the sender with them.
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := range n {
+			lanes.For("") <- i
+		}
+	}()
+	defer func() {
+		close(release)
+		select {
+		case <-sent:
+			lanes.Close()
+		case <-time.After(10 * time.Second):
+			t.Error("a keyless message was not accepted within 10s of releasing the handlers")
+		}
+	}()
+	deadline := time.After(10 * time.Second)
+	for handled := 0; handled < n; handled++ {
+		select {
+		case <-started:
+		case <-deadline:
+			t.Fatalf("%d of %d keyless messages handled at once within 10s: a keyless message went to a busy lane while another was idle", handled, n)
+		}
 	}
-	for range n {
-		<-started
-	}
-	close(release)
-	lanes.Close()
 }

@@ -1,7 +1,7 @@
 // Package chaos is Postbox's fault-injection suite, and the tools it is built from: a ledger that records every
-// committed event and every effect, in the order each consumer ran them, a TCP proxy that stalls and cuts
-// connections, and a nats-server, a RabbitMQ node and a PostgreSQL cluster of a test's own that it may stop and
-// restart without disturbing shared servers.
+// committed event and every effect, in the order each consumer ran them, and a nats-server, a RabbitMQ node and a
+// PostgreSQL cluster of a test's own that it may stop and restart without disturbing shared servers. The TCP proxy
+// that stalls and cuts connections is internal/testenv/tcpproxy, shared with the adapters' tests.
 //
 // The suite runs producers that enqueue in real PostgreSQL transactions, relays that publish to a real broker and
 // consumers that process through the inbox, while it kills relay and consumer processes with SIGKILL, stops and

@@ -273,6 +273,31 @@ func (e *env) waitText(sel, want string) {
 	}
 }
 
+// waitTrue waits until the JavaScript expression expr is true in the page, and fails the test, saying what did not
+// happen, when it is not within 30s.
+func (e *env) waitTrue(what, expr string) {
+	e.t.Helper()
+	if _, err := chromedp.Run(e.tab, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second),
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		e.t.Fatalf("waiting for %s: %v; the page says: %s", what, err, e.pageText())
+	}
+}
+
+// pending returns how many of topic's messages wait to be published, read from the database.
+func (e *env) pending(topic string) int64 {
+	e.t.Helper()
+	st, err := e.client.Stats(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, ts := range st.Topics {
+		if ts.Topic == topic {
+			return ts.Pending
+		}
+	}
+	return 0
+}
+
 func (e *env) pageText() string {
 	s, _ := chromedp.Run(e.tab, chromedp.Evaluate[string](`document.querySelector("main") ? document.querySelector("main").innerText : document.body.innerText`))
 	return s

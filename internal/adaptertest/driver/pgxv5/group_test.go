@@ -16,6 +16,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver/drivertest"
 	"github.com/postbox-go/postbox/driver/pgxv5"
+	"github.com/postbox-go/postbox/internal/testenv"
 	"github.com/postbox-go/postbox/internal/testenv/tcpproxy"
 	"github.com/postbox-go/postbox/postboxtest"
 )
@@ -109,9 +110,22 @@ func TestRelayGroupAddsAndRemovesSourcesUnderLoad(t *testing.T) {
 	for _, s := range []*groupSource{a, b, c} {
 		producers.Go(func() { s.produce(prodCtx, t, 2*time.Millisecond) })
 	}
-	time.Sleep(300 * time.Millisecond)
-	if err := group.Run(ctx); err == nil {
-		t.Fatal("a second Run of a running group returned nil, want an error")
+	defer func() { stopProducers(); producers.Wait() }() // before the pool closes, also when the test fails
+	for _, s := range []*groupSource{a, b} {
+		if !s.rec.WaitDistinct(ctx, 1, 10*time.Second) {
+			t.Fatalf("source %s: nothing published within 10s of the group's Run", s.name)
+		}
+	}
+	// The group runs: a second Run must refuse at once. Were it to run instead, it would return only at ctx's end.
+	second := make(chan error, 1)
+	go func() { second <- group.Run(ctx) }()
+	select {
+	case err := <-second:
+		if err == nil {
+			t.Fatal("a second Run of a running group returned nil, want an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second Run of a running group did not return within 10s, want an error at once")
 	}
 	if err := group.Add("b", c.relay(t, nil)); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("Add of a name already in the group: %v, want ErrInvalidConfig", err)
@@ -122,22 +136,38 @@ func TestRelayGroupAddsAndRemovesSourcesUnderLoad(t *testing.T) {
 	if err := group.Add("c", c.relay(t, nil)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	if !c.rec.WaitDistinct(ctx, 1, 10*time.Second) {
+		t.Fatal("source c, added while the group runs, published nothing within 10s")
+	}
 	if err := group.Remove(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
+	removed, removedAt := a.rec.Distinct(), len(a.committed())
 	if err := group.Remove(ctx, "a"); !errors.Is(err, postbox.ErrUnknownSource) {
 		t.Fatalf("second Remove of a: %v, want ErrUnknownSource", err)
 	}
 	if got := fmt.Sprint(group.Names()); got != "[b c]" {
 		t.Fatalf("sources after removing a: %s", got)
 	}
-	time.Sleep(300 * time.Millisecond)
-	// a's messages enqueued since its removal wait in its table until it is added again.
+	// a's messages enqueued since its removal wait in its table until it is added again. b's relay runs as a's did:
+	// once b has published every message it committed after a's twentieth since the removal, a running relay of
+	// a would have published those twenty too.
+	testenv.Eventually(t, "20 messages committed on a since its removal", func() bool { return len(a.committed()) >= removedAt+20 })
+	if n := len(b.committed()); !b.rec.WaitDistinct(ctx, n, 10*time.Second) {
+		t.Fatalf("source b: %d of %d committed messages published within 10s", b.rec.Distinct(), n)
+	}
+	if n := a.rec.Distinct() - removed; n != 0 {
+		t.Fatalf("source a: %d messages published after Remove returned, want none until it is added again", n)
+	}
+	if st, err := a.client.Stats(ctx); err != nil || st.Pending < 20 {
+		t.Fatalf("source a: %d messages pending in its table after its removal (%v), want the 20 or more committed since", st.Pending, err)
+	}
 	if err := group.Add("a", a.relay(t, nil)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	if n := len(a.committed()); !a.rec.WaitDistinct(ctx, n, 10*time.Second) {
+		t.Fatalf("source a, added again: %d of the %d messages committed so far published within 10s", a.rec.Distinct(), n)
+	}
 	stopProducers()
 	producers.Wait()
 
@@ -159,9 +189,7 @@ func TestRelayGroupAddsAndRemovesSourcesUnderLoad(t *testing.T) {
 		t.Fatalf("Stats: %+v, want a, b and c in order", stats)
 	}
 	stopGroup()
-	if err := <-groupDone; err != nil {
-		t.Fatal(err)
-	}
+	waitGroupDone(t, groupDone)
 }
 
 // stuckPublisher fails every message as the broker being unavailable while failing is set.
@@ -273,13 +301,24 @@ func TestRelayGroupIsolatesSources(t *testing.T) {
 		}
 	}
 	stopGroup()
-	if err := <-groupDone; err != nil {
-		t.Fatal(err)
-	}
+	waitGroupDone(t, groupDone)
 }
 
 // cutConfig is the table set of s, for a second client on it.
 func cutConfig(s *groupSource) *postbox.Config {
 	cfg := s.client.Config()
 	return &cfg
+}
+
+// waitGroupDone fails the test unless the group's Run returned nil within 30s of its context's end.
+func waitGroupDone(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the group's Run did not return within 30s of its context's end: a source's relay did not stop")
+	}
 }

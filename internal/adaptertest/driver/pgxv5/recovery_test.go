@@ -73,7 +73,7 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run(ctx, relay)()
+	defer run(ctx, t, relay)()
 	enqueue := func(n int) {
 		t.Helper()
 		err := producer.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -104,6 +104,10 @@ func TestRelayLogsOutageOnce(t *testing.T) {
 	}
 	// Many attempts at the 50ms cap, while the database stays unreachable.
 	for relay.Stats().Unavailable < 500*time.Millisecond {
+		if ctx.Err() != nil {
+			t.Fatalf("the relay counted %v unavailable within the test's minute, want 500ms while the database is unreachable; logs:\n%s",
+				relay.Stats().Unavailable, logs)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	proxy.Refuse(false)
@@ -183,7 +187,7 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run(ctx, relay)()
+	defer run(ctx, t, relay)()
 	offers := func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -232,13 +236,22 @@ func TestRelayProbesADownBroker(t *testing.T) {
 	}
 }
 
-// run runs relay until the returned function is called, which returns once Run has.
-func run(ctx context.Context, relay *postbox.Relay) (stop func()) {
+// run runs relay until the returned function is called, which returns once Run has, and fails the test if Run
+// returned an error or does not return within 30s.
+func run(ctx context.Context, t *testing.T, relay *postbox.Relay) (stop func()) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(rctx) }()
 	return func() {
+		t.Helper()
 		cancel()
-		<-done
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the relay's Run did not return within 30s of its context's end")
+		}
 	}
 }
