@@ -21,7 +21,7 @@ fuzzers=(
 	"broker/webhook . FuzzVerify"
 	"broker/webhook . FuzzVerifierHeaders"
 	"cmd/postbox ./internal/cli FuzzRedactURL"
-	"cmd/postbox ./internal/cli FuzzMatchTopic"
+	". . FuzzMatchTopic"
 	"cmd/postbox ./internal/cli FuzzConfigFile"
 	"cmd/postbox ./internal/cli FuzzParseURLs"
 )

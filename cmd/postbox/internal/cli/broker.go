@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -151,109 +150,43 @@ func parseRoute(v string) (pattern, url string, err error) {
 	return pattern, url, nil
 }
 
-// matchTopic reports whether topic matches pattern, where * matches any run of characters (dots included) and
-// every other character matches itself: "orders.*" matches "orders.created" and "orders.eu.created", "*" every
-// topic.
-func matchTopic(pattern, topic string) bool {
-	star, resume := -1, 0
-	p, t := 0, 0
-	for t < len(topic) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, resume = p, t
-			p++
-		case p < len(pattern) && pattern[p] == topic[t]:
-			p++
-			t++
-		case star >= 0:
-			resume++
-			p, t = star+1, resume
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
-
-// router publishes each record to the broker of the first route its topic matches, or to the default broker.
-// Each broker's share of a batch is published concurrently.
+// router publishes each record to the broker of the first route its topic matches, or to the default broker,
+// through a postbox.Router whose destinations are the brokers, named by their redacted URLs: one broker down or
+// slow holds back only its own topics (see postbox.Destinations).
 type router struct {
 	routes   []route
 	fallback *brokerConn // may be nil
+
+	once sync.Once
+	lib  *postbox.Router
 }
 
-func (r *router) destination(topic string) *brokerConn {
-	for _, rt := range r.routes {
-		if matchTopic(rt.pattern, topic) {
-			return rt.conn
+// publisher returns the postbox.Router of the routes, made at the first use, after tracing wrapped the brokers'
+// publishers (traceBrokers).
+func (r *router) publisher() *postbox.Router {
+	r.once.Do(func() {
+		r.lib = &postbox.Router{DefaultName: "no route"}
+		for _, rt := range r.routes {
+			r.lib.Routes = append(r.lib.Routes, postbox.Route{Topics: rt.pattern, Publisher: rt.conn.pub, Name: rt.conn.name})
 		}
-	}
-	return r.fallback
+		if r.fallback != nil {
+			r.lib.Default, r.lib.DefaultName = r.fallback.pub, r.fallback.name
+		}
+	})
+	return r.lib
 }
 
-// Destination names the broker of topic's messages, its URL redacted, for the relay's health per destination
-// (postbox.Destinations): one broker down holds back only its own topics.
-func (r *router) Destination(topic string) string {
-	if c := r.destination(topic); c != nil {
-		return c.name
-	}
-	return "no route"
+// Publish publishes batch, each broker's share at once beside the others. A topic no route matches, with no
+// default --broker, fails (not permanently: adding a --route and restarting the relay publishes it).
+func (r *router) Publish(ctx context.Context, batch []postbox.Record) error {
+	return r.publisher().Publish(ctx, batch)
 }
+
+// Destination names the broker of topic's messages, its URL redacted.
+func (r *router) Destination(topic string) string { return r.publisher().Destination(topic) }
 
 // DestinationNames names every broker of the router.
-func (r *router) DestinationNames() []string {
-	var out []string
-	for _, c := range r.conns() {
-		out = append(out, c.name)
-	}
-	return out
-}
-
-func (r *router) Publish(ctx context.Context, batch []postbox.Record) error {
-	groups := map[*brokerConn][]int{}
-	errs := make([]error, len(batch))
-	for i, rec := range batch {
-		c := r.destination(rec.Topic)
-		if c == nil {
-			// Not permanent: fixing the routes and restarting the relay publishes it.
-			errs[i] = fmt.Errorf("no route matches topic %q and no default --broker is set; add a --route for it", rec.Topic)
-			continue
-		}
-		groups[c] = append(groups[c], i)
-	}
-	var wg sync.WaitGroup
-	for c, idx := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			part := make([]postbox.Record, len(idx))
-			for j, i := range idx {
-				part[j] = batch[i]
-			}
-			err := c.pub.Publish(ctx, part)
-			var be *postbox.BatchError
-			for j, i := range idx {
-				switch {
-				case err == nil:
-				case errors.As(err, &be) && len(be.Errs) == len(idx):
-					errs[i] = be.Errs[j]
-				default:
-					errs[i] = err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return &postbox.BatchError{Errs: errs}
-		}
-	}
-	return nil
-}
+func (r *router) DestinationNames() []string { return r.publisher().DestinationNames() }
 
 // conns returns every distinct broker of the router.
 func (r *router) conns() []*brokerConn {

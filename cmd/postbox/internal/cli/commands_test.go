@@ -337,21 +337,6 @@ func TestReadyzReportsUnreachableDatabase(t *testing.T) {
 	}
 }
 
-func TestMatchTopic(t *testing.T) {
-	for _, c := range []struct {
-		pattern, topic string
-		want           bool
-	}{
-		{"orders.*", "orders.created", true}, {"orders.*", "orders.eu.created", true}, {"orders.*", "orders", false},
-		{"*", "anything", true}, {"orders", "orders", true}, {"orders", "orders2", false}, {"*.created", "orders.created", true},
-		{"a*b*c", "a-x-b-y-c", true}, {"a*b*c", "a-x-c-y-b", false}, {"", "", true},
-	} {
-		if got := matchTopic(c.pattern, c.topic); got != c.want {
-			t.Errorf("matchTopic(%q, %q) = %v", c.pattern, c.topic, got)
-		}
-	}
-}
-
 // TestSendEnforcesRegistry: send refuses what the config file's registry refuses, with the reason, and writes
 // nothing.
 func TestSendEnforcesRegistry(t *testing.T) {
