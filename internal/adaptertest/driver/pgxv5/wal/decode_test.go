@@ -1,12 +1,15 @@
 package wal_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
@@ -75,5 +78,26 @@ func TestDecodeRefusesWhatEnqueueRefuses(t *testing.T) {
 	}
 	if _, err := wal.Decode(b); err != nil {
 		t.Errorf("a valid message: %v", err)
+	}
+}
+
+// A secret shorter than MinSecretBytes is refused by the driver and by the relay, saying how long it must be.
+func TestShortSecretRefused(t *testing.T) {
+	short := []byte("0123456789")
+	if _, err := wal.NewWithConfig(nil, &wal.Config{Secret: short}); !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 32") {
+		t.Errorf("NewWithConfig with a 10-byte secret: %v, want ErrInvalidConfig asking for 32 bytes", err)
+	}
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := postbox.NewClient(wal.New(pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := postbox.PublisherFunc(func(context.Context, []postbox.Record) error { return nil })
+	if _, err := wal.NewRelay(pool, client, pub, &wal.RelayConfig{Secret: short}); !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "RelayConfig.Secret") {
+		t.Errorf("NewRelay with a 10-byte secret: %v, want ErrInvalidConfig naming RelayConfig.Secret", err)
 	}
 }
