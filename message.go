@@ -123,6 +123,43 @@ func validHeaderName(s string) bool {
 	return true
 }
 
+// Validate reports, with an error wrapping ErrInvalidMessage, why Enqueue would refuse m's ID (when set), topic,
+// type, key or headers: the limits above, valid UTF-8 without control characters or bidirectional overrides, and
+// header names that every broker carries. It does not check the payload's size, which is the client's
+// Config.MaxPayloadBytes, nor the event registry. Readers of messages that did not come through Enqueue, such as
+// the WAL relay's decoder, use it to refuse what no client could have written.
+func (m Message) Validate() error {
+	if m.ID != "" {
+		if _, err := parseUUID(m.ID); err != nil {
+			return invalid("ID %v; leave it empty to get a UUIDv7", err)
+		}
+	}
+	if err := checkText("Topic", m.Topic, true, MaxTopicLen); err != nil {
+		return err
+	}
+	if err := checkText("Type", m.Type, true, MaxTypeLen); err != nil {
+		return err
+	}
+	if err := checkText("Key", m.Key, false, MaxKeyLen); err != nil {
+		return err
+	}
+	if len(m.Headers) > MaxHeaders {
+		return invalid("message %s has %d headers; the limit is %d", m.ID, len(m.Headers), MaxHeaders)
+	}
+	for k, v := range m.Headers {
+		if !validHeaderName(k) {
+			return invalid("header name %q is not allowed; use 1 to %d letters, digits, '-', '_' or '.'", k, MaxHeaderNameLen)
+		}
+		if strings.HasPrefix(strings.ToLower(k), "ce-") || strings.HasPrefix(strings.ToLower(k), "ce_") {
+			return invalid("header %q uses the CloudEvents prefix, which Postbox sets from the message fields", k)
+		}
+		if err := checkText("header "+k, v, false, MaxHeaderLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // prepare runs the enqueue hook, validates m and returns the row to insert. It never writes.
 func (c *Client[TTx]) prepare(ctx context.Context, m Message) (driver.Record, error) {
 	if c.cfg.OnEnqueue != nil {
@@ -144,32 +181,12 @@ func (c *Client[TTx]) prepare(ctx context.Context, m Message) (driver.Record, er
 		}
 		m.ID = id
 	}
-	if err := checkText("Topic", m.Topic, true, MaxTopicLen); err != nil {
-		return driver.Record{}, err
-	}
-	if err := checkText("Type", m.Type, true, MaxTypeLen); err != nil {
-		return driver.Record{}, err
-	}
-	if err := checkText("Key", m.Key, false, MaxKeyLen); err != nil {
+	if err := m.Validate(); err != nil {
 		return driver.Record{}, err
 	}
 	if len(m.Payload) > c.cfg.MaxPayloadBytes {
 		return driver.Record{}, invalid("payload of message %s is %d bytes; the limit is %d (Config.MaxPayloadBytes)",
 			m.ID, len(m.Payload), c.cfg.MaxPayloadBytes)
-	}
-	if len(m.Headers) > MaxHeaders {
-		return driver.Record{}, invalid("message %s has %d headers; the limit is %d", m.ID, len(m.Headers), MaxHeaders)
-	}
-	for k, v := range m.Headers {
-		if !validHeaderName(k) {
-			return driver.Record{}, invalid("header name %q is not allowed; use 1 to %d letters, digits, '-', '_' or '.'", k, MaxHeaderNameLen)
-		}
-		if strings.HasPrefix(strings.ToLower(k), "ce-") || strings.HasPrefix(strings.ToLower(k), "ce_") {
-			return driver.Record{}, invalid("header %q uses the CloudEvents prefix, which Postbox sets from the message fields", k)
-		}
-		if err := checkText("header "+k, v, false, MaxHeaderLen); err != nil {
-			return driver.Record{}, err
-		}
 	}
 	if c.cfg.Registry != nil {
 		if err := c.cfg.Registry.Check(m); err != nil {

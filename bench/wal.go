@@ -88,7 +88,7 @@ func benchWAL(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	walClient, err := postbox.NewClient(wal.New(pool), &cfg)
+	walClient, err := postbox.NewClient(walDriver(pool), &cfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -227,7 +227,20 @@ func benchWAL(ctx context.Context, o Options) (Result, error) {
 }
 
 func (o Options) walRelayConfig() *wal.RelayConfig {
-	return &wal.RelayConfig{BatchSize: o.BatchSize, Logger: o.Logger, StatusInterval: time.Second}
+	return &wal.RelayConfig{BatchSize: o.BatchSize, Logger: o.Logger, StatusInterval: time.Second, Secret: benchWALSecret}
+}
+
+// benchWALSecret signs the scenarios' WAL messages, as a deployment's would: the cost of the tag is measured with
+// the rest, and a relay on a cluster where PUBLIC may execute pg_logical_emit_message runs only with a secret.
+var benchWALSecret = []byte("postbox-bench-wal-secret-0123456789abcdef")
+
+// walDriver returns the WAL driver of the scenarios' clients, signing with benchWALSecret.
+func walDriver(pool *pgxpool.Pool) *wal.Driver {
+	d, err := wal.NewWithConfig(pool, &wal.Config{Secret: benchWALSecret})
+	if err != nil {
+		panic(err) // benchWALSecret is long enough
+	}
+	return d
 }
 
 // walEmpty publishes, and so removes, what the enqueue phase left in the WAL and in the outbox.
@@ -383,7 +396,7 @@ func benchXminWAL(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer closing()
-	client, err := postbox.NewClient(wal.New(pool), &cfg)
+	client, err := postbox.NewClient(walDriver(pool), &cfg)
 	if err != nil {
 		return Result{}, err
 	}

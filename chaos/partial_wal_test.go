@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,13 +27,19 @@ func TestPartialWAL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	cluster := ownCluster(ctx, t, walSettings...)
-	p := newPartialOn(ctx, t, "wal", false, cluster.URL("chaos"), func(pool *pgxpool.Pool) driver.Driver[pgx.Tx] { return wal.New(pool) })
+	p := newPartialOn(ctx, t, "wal", false, cluster.URL("chaos"), func(pool *pgxpool.Pool) driver.Driver[pgx.Tx] {
+		d, err := wal.NewWithConfig(pool, &wal.Config{Secret: walSecret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
 	slot := wal.SlotName(driver.Names{Outbox: p.client.Config().Table})
 	if err := wal.CreateSlot(ctx, p.pool, slot); err != nil {
 		t.Fatal(err)
 	}
 	rtr := p.router()
-	walRelay, err := wal.NewRelay(p.pool, p.client, rtr, nil)
+	walRelay, err := wal.NewRelay(p.pool, p.client, rtr, &wal.RelayConfig{Secret: walSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +82,12 @@ func TestPartialWAL(t *testing.T) {
 	// header value, on a topic of the healthy destination, which refuses it for good (an invalid header).
 	poison := driver.Record{Message: driver.Message{ID: postbox.NewID(), Topic: p.healthyTopic, Type: "partial", Key: "poison",
 		Headers: map[string]string{"note": "nul\x00here"}, Payload: []byte(`{}`)}, CreatedAt: time.Now()}
+	prefix := wal.Prefix(driver.Names{Outbox: p.client.Config().Table})
 	content, err := wal.Encode(poison)
 	if err != nil {
 		t.Fatal(err)
 	}
-	poisonLSN := lsn("SELECT pg_logical_emit_message(true, $1, $2::bytea)::text", wal.Prefix(driver.Names{Outbox: p.client.Config().Table}), content)
+	poisonLSN := lsn("SELECT pg_logical_emit_message(true, $1, $2::bytea)::text", prefix, signWAL(walSecret, prefix, content))
 
 	p.phase.Store(1)
 	p.faulty.down()
@@ -127,4 +136,15 @@ func TestPartialWAL(t *testing.T) {
 				headers, err)
 		}
 	}
+}
+
+// signWAL signs content (wal.Encode's, version 1) as a wal client with secret does (wal.SignedVersion): the
+// version byte, HMAC-SHA256 over the prefix, a zero byte, the version byte and the fields, then the fields.
+func signWAL(secret []byte, prefix string, content []byte) []byte {
+	fields := content[1:]
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(prefix))
+	m.Write([]byte{0, wal.SignedVersion})
+	m.Write(fields)
+	return append(append([]byte{wal.SignedVersion}, m.Sum(nil)...), fields...)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
 	"github.com/postbox-go/postbox/driver/pgxv5"
-	"github.com/postbox-go/postbox/driver/pgxv5/wal"
 )
 
 // The roles a scenario's processes play. The same code runs in the test process and in child processes (the
@@ -63,7 +62,7 @@ func (c roleConfig) ledger() (*Ledger, error) { return NewLedger(c.Prefix, c.out
 
 func (c roleConfig) client(pool *pgxpool.Pool, log *slog.Logger) (*postbox.Client[pgx.Tx], error) {
 	if c.WAL {
-		return postbox.NewClient(wal.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Logger: log})
+		return postbox.NewClient(walDriver(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Logger: log})
 	}
 	return postbox.NewClient(pgxv5.New(pool), &postbox.Config{Table: c.outbox(), InboxTable: c.inbox(), Ordered: c.Ordered, Logger: log})
 }

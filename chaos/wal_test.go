@@ -39,7 +39,7 @@ func runWALRelay(ctx context.Context, cfg roleConfig, log *slog.Logger, acked fu
 		return err
 	}
 	defer closePub()
-	relay, err := wal.NewRelay(pool, client, ackLog{pub, acked}, &wal.RelayConfig{
+	relay, err := wal.NewRelay(pool, client, ackLog{pub, acked}, &wal.RelayConfig{Secret: walSecret,
 		BatchSize: cfg.BatchSize, PublishTimeout: 3 * time.Second, MaxAttempts: cfg.MaxAttempts,
 		BackoffBase: 100 * time.Millisecond, BackoffMax: 100 * time.Millisecond, ErrorBackoffMax: 500 * time.Millisecond,
 		StatusInterval: time.Second, HeartbeatInterval: 2 * time.Second, SlotCheckInterval: time.Second,
@@ -215,7 +215,7 @@ func TestWALDeadRetried(t *testing.T) {
 		w.ledger.Published(idsOf(ok)...)
 		return &postbox.BatchError{Errs: errs}
 	})
-	relay, err := wal.NewRelay(w.pool, w.client, refuse, &wal.RelayConfig{StatusInterval: time.Second})
+	relay, err := wal.NewRelay(w.pool, w.client, refuse, &wal.RelayConfig{StatusInterval: time.Second, Secret: walSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestWALTransientFailureHoldsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	client, err := postbox.NewClient(wal.New(pool), &postbox.Config{Table: "walhold_outbox", InboxTable: "walhold_inbox"})
+	client, err := postbox.NewClient(walDriver(pool), &postbox.Config{Table: "walhold_outbox", InboxTable: "walhold_inbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestWALTransientFailureHoldsKey(t *testing.T) {
 		}
 		return nil
 	})
-	relay, err := wal.NewRelay(pool, client, pub, &wal.RelayConfig{BackoffBase: 300 * time.Millisecond, BackoffMax: 300 * time.Millisecond,
+	relay, err := wal.NewRelay(pool, client, pub, &wal.RelayConfig{Secret: walSecret, BackoffBase: 300 * time.Millisecond, BackoffMax: 300 * time.Millisecond,
 		StatusInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

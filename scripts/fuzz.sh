@@ -24,6 +24,7 @@ fuzzers=(
 	". . FuzzMatchTopic"
 	"cmd/postbox ./internal/cli FuzzConfigFile"
 	"cmd/postbox ./internal/cli FuzzParseURLs"
+	"driver/pgxv5/wal . FuzzDecode"
 )
 for f in "${fuzzers[@]}"; do
 	read -r dir pkg name <<<"$f"

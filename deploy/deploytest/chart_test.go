@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -19,7 +20,7 @@ import (
 const chart = "deploy/helm/postbox"
 
 // valueSets are the values files the chart is linted and rendered with.
-var valueSets = []string{"testdata/values-existing-secret.yaml", "testdata/values-everything.yaml"}
+var valueSets = []string{"testdata/values-existing-secret.yaml", "testdata/values-everything.yaml", "testdata/values-job-roles.yaml"}
 
 func valuesPath(t *testing.T, name string) string {
 	t.Helper()
@@ -46,6 +47,7 @@ type rendered struct {
 	jobs           []*batchv1.Job
 	cronJobs       []*batchv1.CronJob
 	serviceMonitor []*monitoringv1.ServiceMonitor
+	netPolicies    []*networkingv1.NetworkPolicy
 }
 
 // decode decodes one rendered object strictly into its API type: a field the type does not have (a misspelt
@@ -76,6 +78,8 @@ func (r *rendered) decode(doc []byte) error {
 		r.cronJobs, err = appendDecoded(r.cronJobs, strict)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		r.serviceMonitor, err = appendDecoded(r.serviceMonitor, strict)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		r.netPolicies, err = appendDecoded(r.netPolicies, strict)
 	default:
 		return fmt.Errorf("kind %s of apiVersion %s: no API type to check it against; add it to rendered.decode", meta.Kind, meta.APIVersion)
 	}
@@ -149,8 +153,25 @@ func TestChartWithEverything(t *testing.T) {
 		t.Fatalf("rendered %d Secrets, want the one holding secret.dbURL and secret.brokerURL", len(r.secrets))
 	}
 	s := r.secrets[0]
-	if s.StringData["db-url"] != "postgres://relay:secret@db:5432/app" || s.StringData["broker-url"] != "nats://nats:4222" {
-		t.Errorf("Secret holds %v, want db-url and broker-url from the values", s.StringData)
+	for key, want := range map[string]string{"db-url": "postgres://relay:secret@db:5432/app", "broker-url": "nats://nats:4222",
+		"migrator-db-url": "postgres://migrator:secret@db:5432/app", "maintainer-db-url": "postgres://maintainer:secret@db:5432/app",
+		"webhook-secret": "whsec-chart-test-secret-of-32-bytes", "wal-secret": "chart-test-wal-secret-of-32-bytes-or-more"} {
+		if s.StringData[key] != want {
+			t.Errorf("Secret holds %q under %s, want %q from the values", s.StringData[key], key, want)
+		}
+	}
+	if len(r.deployments) == 1 {
+		relay := r.deployments[0].Spec.Template.Spec.Containers[0]
+		for name, key := range map[string]string{"POSTBOX_DB": "db-url", "POSTBOX_WEBHOOK_SECRET": "webhook-secret", "POSTBOX_WAL_SECRET": "wal-secret"} {
+			if got := secretKey(relay, name, s.Name); got != key {
+				t.Errorf("relay: %s from key %q of the chart's Secret, want %q", name, got, key)
+			}
+		}
+	}
+	if len(r.jobs) == 1 {
+		if got := secretKey(r.jobs[0].Spec.Template.Spec.Containers[0], "POSTBOX_DB", s.Name); got != "migrator-db-url" {
+			t.Errorf("migration Job: POSTBOX_DB from key %q, want migrator-db-url", got)
+		}
 	}
 	checkRelay(t, r, s.Name, 9191, 3)
 	job := checkMigration(t, r, s.Name, []string{"migrate", "up", "--partitioned", "--table", "postbox_outbox"})
@@ -174,6 +195,10 @@ func TestChartWithEverything(t *testing.T) {
 		}
 		checkDBFromSecret(t, "CronJob "+cj.Name, c, s.Name)
 		checkAccepted(t, c.Args)
+		wantKey := map[string]string{"relay-postbox-cleanup": "maintainer-db-url", "relay-postbox-partitions": "migrator-db-url"}[cj.Name]
+		if got := secretKey(c, "POSTBOX_DB", s.Name); got != wantKey {
+			t.Errorf("CronJob %s: POSTBOX_DB from key %q, want %q", cj.Name, got, wantKey)
+		}
 	}
 
 	if len(r.serviceMonitor) != 1 || len(r.services) != 1 {
@@ -310,4 +335,107 @@ func atoi(t *testing.T, s string) int {
 		t.Fatalf("hook weight %q: %v", s, err)
 	}
 	return n
+}
+
+// TestChartSecretsPerJobRole (issue 29, M7): every secret reaches the pods through a Secret (secretKeyRef or
+// envFrom), never as a plain value; each job connects with its own role's URL, so that the long-running relay
+// does not hold the migrator's DDL rights; and an optional NetworkPolicy limits who reaches the relay's port.
+func TestChartSecretsPerJobRole(t *testing.T) {
+	r := render(t, "testdata/values-job-roles.yaml")
+	if len(r.deployments) != 1 || len(r.jobs) != 1 || len(r.cronJobs) != 2 {
+		t.Fatalf("rendered %d Deployments, %d Jobs, %d CronJobs; want the relay, the migration, cleanup and partitions",
+			len(r.deployments), len(r.jobs), len(r.cronJobs))
+	}
+	relay := r.deployments[0].Spec.Template.Spec.Containers[0]
+	want := map[string]string{ // the database URL key each job's POSTBOX_DB must come from
+		"relay": "relay-db-url", "migrate": "migrator-db-url", "partitions": "migrator-db-url", "cleanup": "maintainer-db-url",
+	}
+	containers := map[string]corev1.Container{"relay": relay, "migrate": r.jobs[0].Spec.Template.Spec.Containers[0]}
+	for _, cj := range r.cronJobs {
+		c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+		containers[c.Name] = c
+	}
+	for job, key := range want {
+		c, ok := containers[job]
+		if !ok {
+			t.Errorf("no container named %s", job)
+			continue
+		}
+		if got := secretKey(c, "POSTBOX_DB", "postbox-roles"); got != key {
+			t.Errorf("%s: POSTBOX_DB from key %q of Secret postbox-roles, want %q", job, got, key)
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil && secretName(e.Name) {
+				t.Errorf("%s: %s is a plain value; secrets must come from a Secret", job, e.Name)
+			}
+		}
+	}
+	for name, ref := range map[string][2]string{
+		"POSTBOX_BROKER":           {"postbox-roles", "broker-url"},
+		"POSTBOX_WEBHOOK_SECRET":   {"postbox-roles", "webhook-secret"},
+		"POSTBOX_WAL_SECRET":       {"postbox-roles", "wal-secret"},
+		"POSTBOX_ROUTE":            {"postbox-roles", "routes"},
+		"POSTBOX_CONSOLE_PASSWORD": {"postbox-console", "password"},
+	} {
+		if got := secretKey(relay, name, ref[0]); got != ref[1] {
+			t.Errorf("relay: %s from key %q of Secret %s, want %q", name, got, ref[0], ref[1])
+		}
+	}
+	if len(relay.EnvFrom) != 1 || relay.EnvFrom[0].SecretRef == nil || relay.EnvFrom[0].SecretRef.Name != "postbox-extra" {
+		t.Errorf("relay envFrom %+v, want the Secret postbox-extra", relay.EnvFrom)
+	}
+	for _, c := range containers {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == "migrator-db-url" && c.Name == "relay" {
+				t.Errorf("the relay reads the migrator's database URL (%s)", e.Name)
+			}
+		}
+	}
+	checkAccepted(t, relay.Args)
+
+	if len(r.netPolicies) != 1 {
+		t.Fatalf("rendered %d NetworkPolicies, want the relay port's", len(r.netPolicies))
+	}
+	np := r.netPolicies[0]
+	pods := r.deployments[0].Spec.Template.Labels
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if pods[k] != v {
+			t.Errorf("NetworkPolicy selects %s=%s, which the relay's pods lack", k, v)
+		}
+	}
+	if len(np.Spec.PodSelector.MatchLabels) == 0 || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("NetworkPolicy %+v: want it to select the relay's pods for ingress", np.Spec)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 9090 ||
+		len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil {
+		t.Errorf("NetworkPolicy ingress %+v, want port 9090 from the monitoring namespace only", np.Spec.Ingress)
+	}
+}
+
+// TestChartNetworkPolicyNeedsPeers: a NetworkPolicy with no peers would let everyone in; the chart says what to set.
+func TestChartNetworkPolicyNeedsPeers(t *testing.T) {
+	_, err := runErr(tool(t, "POSTBOX_HELM"), "template", "relay", chart, "--set", "secret.existingSecret=s", "--set", "networkPolicy.enabled=true")
+	if err == nil || !strings.Contains(err.Error(), "networkPolicy.from") {
+		t.Fatalf("helm template with networkPolicy.enabled and no peers: got %v, want the error naming networkPolicy.from", err)
+	}
+}
+
+// secretKey returns the key of Secret secret that the container's variable name comes from; "" when it does not.
+func secretKey(c corev1.Container, name, secret string) string {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == secret {
+			return e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return ""
+}
+
+// secretName reports the variables that hold credentials or signing keys.
+func secretName(name string) bool {
+	for _, s := range []string{"POSTBOX_DB", "POSTBOX_BROKER", "POSTBOX_ROUTE", "SECRET", "PASSWORD", "TOKEN", "POSTBOX_LISTEN_DB"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -21,8 +21,26 @@ const (
 	DefaultSpillAfter        = 5 * time.Second
 )
 
-// RelayConfig configures a Relay. The zero value is valid: every field has a default.
+// Config configures a Driver made with NewWithConfig.
+type Config struct {
+	// Secret signs every message the driver writes into the WAL (SignedVersion), so that a relay holding the same
+	// secret (RelayConfig.Secret) publishes it and skips what other roles write. At least MinSecretBytes random
+	// bytes; keep it out of the database. Empty: the messages are unsigned (Version 1).
+	Secret []byte
+}
+
+// RelayConfig configures a Relay. The zero value is valid, and every field but Secret has a default; a relay
+// without a Secret refuses to run while PUBLIC may execute pg_logical_emit_message (see Secret).
 type RelayConfig struct {
+	// Secret is the key the clients sign their messages with (Config.Secret): the relay publishes only the
+	// messages whose tag it verifies, and counts (Stats.Unverified), logs once and skips the others, as settled,
+	// so they never hold the slot. At least MinSecretBytes. Empty: the relay reads unsigned messages, which any
+	// role that may execute pg_logical_emit_message can write; Run then refuses with ErrRefused while PUBLIC may
+	// (revoke it, docs/WAL.md), unless InsecureUnsigned.
+	Secret []byte
+	// InsecureUnsigned lets a relay without a Secret run while PUBLIC may execute pg_logical_emit_message, with a
+	// warning: any role that can log in can then publish through it. For throwaway clusters only.
+	InsecureUnsigned bool
 	// Slot is the logical replication slot, and the publication of the same name, that the relay creates when
 	// missing and reads from. Default: SlotName of the client's table set ("postbox_postbox_outbox").
 	Slot string
@@ -143,6 +161,9 @@ func (c RelayConfig) validate() error {
 	}
 	if c.MaxPending < c.BatchSize {
 		return fmt.Errorf("%w: wal.RelayConfig.MaxPending (%d) is below BatchSize (%d)", postbox.ErrInvalidConfig, c.MaxPending, c.BatchSize)
+	}
+	if err := checkSecret("wal.RelayConfig.Secret", c.Secret); err != nil {
+		return err
 	}
 	if c.Slot != "" && !validSlot(c.Slot) {
 		return fmt.Errorf("%w: wal.RelayConfig.Slot %q is not a slot name; use 1 to 63 lower-case letters, digits and '_'", postbox.ErrInvalidConfig, c.Slot)

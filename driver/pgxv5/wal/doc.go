@@ -3,9 +3,14 @@
 // from a logical replication slot, decoded at commit and in commit order. There is no row to poll, delete or
 // vacuum. A rolled-back transaction's messages are never decoded.
 //
-//	client, err := postbox.NewClient(wal.New(pool), nil)       // Enqueue and EnqueueBatch as usual
-//	relay, err := wal.NewRelay(pool, client, publisher, nil)    // creates the slot postbox_postbox_outbox
+//	drv, err := wal.NewWithConfig(pool, &wal.Config{Secret: secret}) // signs every message
+//	client, err := postbox.NewClient(drv, nil)                       // Enqueue and EnqueueBatch as usual
+//	relay, err := wal.NewRelay(pool, client, publisher, &wal.RelayConfig{Secret: secret}) // creates the slot postbox_postbox_outbox
 //	err = relay.Run(ctx)
+//
+// Every role may call pg_logical_emit_message unless it is revoked from PUBLIC, so the relay publishes only the
+// messages signed with the secret its clients share (RelayConfig.Secret), and refuses to run without one while
+// PUBLIC may call the function. docs/WAL.md, "Who can publish", gives the REVOKE and GRANT statements.
 //
 // The relay confirms a position to the server only once every message up to it is acknowledged by the broker or
 // parked as dead: at least once, and a restarted relay resumes from the confirmed position. A message that fails

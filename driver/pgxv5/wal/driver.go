@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -19,10 +20,25 @@ import (
 // The methods of the embedded pgxv5.Driver that return a driver (WithListenConfig) return one in table mode.
 type Driver struct {
 	*pgxv5.Driver
+	secret []byte
 }
 
-// New returns a driver writing messages into the WAL through pool. It does no I/O.
+// New returns a driver writing unsigned messages into the WAL through pool, which only a relay without a secret
+// reads (see RelayConfig.Secret); NewWithConfig signs them. It does no I/O.
 func New(pool *pgxpool.Pool) *Driver { return &Driver{Driver: pgxv5.New(pool)} }
+
+// NewWithConfig returns a driver writing messages into the WAL through pool, signed with cfg.Secret. It returns
+// an error wrapping postbox.ErrInvalidConfig when the secret is shorter than MinSecretBytes. It does no I/O.
+func NewWithConfig(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := checkSecret("wal.Config.Secret", c.Secret); err != nil {
+		return nil, err
+	}
+	return &Driver{Driver: pgxv5.New(pool), secret: bytes.Clone(c.Secret)}, nil
+}
 
 // Store returns the operations on the table set n, with Insert emitting WAL messages.
 func (d *Driver) Store(n driver.Names) (driver.Store[pgx.Tx], error) {
@@ -30,7 +46,7 @@ func (d *Driver) Store(n driver.Names) (driver.Store[pgx.Tx], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store{Store: s, prefix: Prefix(n)}, nil
+	return &store{Store: s, prefix: Prefix(n), secret: d.secret}, nil
 }
 
 // Prefix is the logical decoding message prefix of the table set n: "postbox:" and the outbox's qualified name.
@@ -66,6 +82,7 @@ func SlotName(n driver.Names) string {
 type store struct {
 	driver.Store[pgx.Tx]
 	prefix string
+	secret []byte
 }
 
 const (
@@ -86,6 +103,9 @@ func (s *store) Insert(ctx context.Context, tx pgx.Tx, recs []driver.Record) err
 		b, err := Encode(r)
 		if err != nil {
 			return err
+		}
+		if len(s.secret) > 0 {
+			b = seal(s.secret, s.prefix, b)
 		}
 		contents = append(contents, b)
 	}

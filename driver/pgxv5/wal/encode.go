@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/internal/uuid"
 )
@@ -55,17 +56,27 @@ func Encode(r driver.Record) ([]byte, error) {
 // ErrVersion is wrapped by Decode's error for content written in an encoding version this package cannot read.
 var ErrVersion = errors.New("postbox wal: unknown encoding version")
 
-// Decode returns the record that Encode wrote into content, pending and never attempted.
+// Decode returns the record that Encode wrote into content, pending and never attempted. It reads a signed
+// message (SignedVersion) too, without verifying its tag: a relay verifies the tag before it decodes (see
+// RelayConfig.Secret).
+//
+// Decode refuses, with an error wrapping postbox.ErrInvalidMessage, a record that Enqueue would have refused
+// (postbox.Message.Validate): whoever can write into the WAL can write any bytes, and a record no client could
+// have enqueued is not a postbox message. Every length and count is checked against its limit before anything is
+// allocated for it.
 func Decode(content []byte) (driver.Record, error) {
-	d := decoder{b: content}
 	var r driver.Record
 	if len(content) == 0 {
 		return r, errors.New("postbox wal: empty message")
 	}
-	if v := content[0]; v != Version {
-		return r, fmt.Errorf("%w %d; this relay reads version %d: upgrade the relay", ErrVersion, v, Version)
+	d := decoder{b: content[1:]}
+	switch v := content[0]; v {
+	case Version:
+	case SignedVersion:
+		d.bytes(tagSize)
+	default:
+		return r, fmt.Errorf("%w %d; this relay reads versions %d and %d: upgrade the relay", ErrVersion, v, Version, SignedVersion)
 	}
-	d.b = d.b[1:]
 	id := d.bytes(16)
 	r.ID = uuid.Format([16]byte(id))
 	r.CreatedAt = fromMicros(d.varint())
@@ -73,17 +84,17 @@ func Decode(content []byte) (driver.Record, error) {
 	if a := d.varint(); a != 0 {
 		r.AvailableAt = fromMicros(a)
 	}
-	r.Topic = d.string()
-	r.Key = d.string()
-	r.Type = d.string()
+	r.Topic = d.string("topic", postbox.MaxTopicLen)
+	r.Key = d.string("key", postbox.MaxKeyLen)
+	r.Type = d.string("type", postbox.MaxTypeLen)
 	if n := d.uvarint(); n > 0 && d.err == nil {
-		if n > uint64(len(d.b)) {
-			d.fail()
+		if n > postbox.MaxHeaders {
+			d.refuse(fmt.Errorf("%w: %d headers; the limit is %d", postbox.ErrInvalidMessage, n, postbox.MaxHeaders))
 		} else {
 			r.Headers = make(map[string]string, n)
 			for range n {
-				k := d.string()
-				r.Headers[k] = d.string()
+				k := d.string("header name", postbox.MaxHeaderNameLen)
+				r.Headers[k] = d.string("header value", postbox.MaxHeaderLen)
 			}
 		}
 	}
@@ -92,6 +103,9 @@ func Decode(content []byte) (driver.Record, error) {
 	}
 	if len(d.b) > 0 {
 		r.Payload = append([]byte(nil), d.b...)
+	}
+	if err := postbox.Message(r.Message).Validate(); err != nil {
+		return driver.Record{}, fmt.Errorf("postbox wal: message %s: %w", r.ID, err)
 	}
 	r.Status = driver.StatusPending
 	return r, nil
@@ -117,8 +131,12 @@ type decoder struct {
 }
 
 func (d *decoder) fail() {
+	d.refuse(errors.New("postbox wal: truncated or corrupt message"))
+}
+
+func (d *decoder) refuse(err error) {
 	if d.err == nil {
-		d.err = errors.New("postbox wal: truncated or corrupt message")
+		d.err = err
 	}
 	d.b = nil
 }
@@ -153,9 +171,16 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-func (d *decoder) string() string {
+// string reads a length and that many bytes; a length over max is refused before anything is allocated.
+func (d *decoder) string(field string, max int) string {
 	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	switch {
+	case d.err != nil:
+		return ""
+	case n > uint64(max):
+		d.refuse(fmt.Errorf("%w: the %s is %d bytes; the limit is %d", postbox.ErrInvalidMessage, field, n, max))
+		return ""
+	case n > uint64(len(d.b)):
 		d.fail()
 		return ""
 	}

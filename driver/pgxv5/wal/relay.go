@@ -39,6 +39,7 @@ type Relay struct {
 	failing atomic.Bool // the last attempt to stream failed
 
 	published, failed, dead, batches, errors, spilled atomic.Int64
+	unverified                                        atomic.Int64 // see verified (auth.go)
 	streaming                                         atomic.Bool
 	confirmed                                         atomic.Uint64
 	mu                                                sync.Mutex
@@ -62,6 +63,9 @@ type Stats struct {
 	// Slot is what the last slot check read; SlotCheckedAt is when (zero before the first).
 	Slot          SlotStatus
 	SlotCheckedAt time.Time
+	// Unverified counts the messages skipped because their tag did not verify with RelayConfig.Secret: written
+	// by a role other than the clients, or by a client without the secret.
+	Unverified int64
 }
 
 // NewRelay returns a relay for the table set of client, reading through pool's database and publishing through
@@ -116,7 +120,7 @@ func (r *Relay) Stats() Stats {
 	slot, at := r.slot, r.slotAt
 	r.mu.Unlock()
 	return Stats{Published: r.published.Load(), Failed: r.failed.Load(), Dead: r.dead.Load(), Spilled: r.spilled.Load(),
-		Batches: r.batches.Load(), Errors: r.errors.Load(), Streaming: r.streaming.Load(),
+		Batches: r.batches.Load(), Errors: r.errors.Load(), Unverified: r.unverified.Load(), Streaming: r.streaming.Load(),
 		Confirmed: pglogrepl.LSN(r.confirmed.Load()).String(), Destinations: r.deliver.Health(), Slot: slot, SlotCheckedAt: at}
 }
 
@@ -138,6 +142,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		var err error
 		if !checked {
 			if err = Check(ctx, r.pool); err == nil {
+				err = r.checkEmit(ctx) // who may write messages (auth.go)
+			}
+			if err == nil {
 				checked = true
 				r.background(ctx, &wg)
 			}

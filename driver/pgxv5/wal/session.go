@@ -216,6 +216,9 @@ func (s *session) decode(x pglogrepl.XLogData) (int, error) {
 		if s.cur == nil {
 			return 0, fmt.Errorf("transactional message at %s outside a transaction", m.LSN)
 		}
+		if !s.r.verified(m.LSN, m.Content) {
+			return 0, nil // not signed with RelayConfig.Secret: skipped as settled (auth.go)
+		}
 		rec, err := Decode(m.Content)
 		if errors.Is(err, ErrVersion) {
 			return 0, fmt.Errorf("message at %s: %w", m.LSN, err)

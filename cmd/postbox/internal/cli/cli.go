@@ -151,6 +151,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	if err != nil {
 		return usageFailed(stderr, c, err)
 	}
+	if keys := file.secretsReadable(f.opts); len(keys) > 0 {
+		log.Warn(fmt.Sprintf("config file %s is readable by every user (mode %04o) and holds secrets (%s): run chmod 600 %s, "+
+			"or chmod 640 with a group of the daemon's user", file.path, file.mode, strings.Join(keys, ", "), file.path))
+	}
 	rt := &runtime{stdout: stdout, stderr: stderr, tty: tty, env: env, log: log, secrets: sec, file: file, common: common}
 	err = run(ctx, rt, positional)
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 
@@ -33,6 +34,7 @@ import (
 //	    schema_file: schemas/order-cancelled.json
 type fileConfig struct {
 	path    string
+	mode    os.FileMode // its permissions, for secretsReadable
 	values  map[string]any
 	events  []eventConfig
 	sources []sourceConfig // nil when the file has no sources key
@@ -55,6 +57,13 @@ const eventsKey = "events"
 const quoteHint = `a value holding ": " or ending with ":" must be quoted, such as broker: "stdout:" or route: "audit.*=stdout:"`
 
 func loadConfigFile(path string) (*fileConfig, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkConfigWritable(path, info.Mode()); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -68,7 +77,7 @@ func loadConfigFile(path string) (*fileConfig, error) {
 		return nil, usageErrorf("config file %s is not valid YAML: %v%s", path, err, hint)
 	}
 	known := knownKeys()
-	fc := &fileConfig{path: path, values: map[string]any{}}
+	fc := &fileConfig{path: path, mode: info.Mode().Perm(), values: map[string]any{}}
 	for key, node := range raw {
 		if key == eventsKey {
 			if err := node.Decode(&fc.events); err != nil {
@@ -97,6 +106,36 @@ func loadConfigFile(path string) (*fileConfig, error) {
 		fc.values[key] = v
 	}
 	return fc, nil
+}
+
+// checkConfigWritable refuses a config file that every user of the machine may change: whoever writes it
+// chooses the database, the brokers and the secrets the daemon uses. (Windows has no such mode bits.)
+func checkConfigWritable(path string, mode os.FileMode) error {
+	if goruntime.GOOS == "windows" || mode.Perm()&0o002 == 0 {
+		return nil
+	}
+	return usageErrorf("config file %s is writable by every user (mode %04o): anyone on this machine could change where "+
+		"messages go and which secrets sign them; run chmod o-w %s (chmod 600 when it holds a secret)", path, mode.Perm(), path)
+}
+
+// secretsReadable returns the keys of the file that hold a secret (a URL with a password, a signing key), when
+// every user of the machine may read the file; nil otherwise. The daemon warns: it still runs, because a
+// read-only mount (a Kubernetes ConfigMap) often shows mode 0644.
+func (fc *fileConfig) secretsReadable(opts []*option) []string {
+	if fc == nil || goruntime.GOOS == "windows" || fc.mode&0o004 == 0 {
+		return nil
+	}
+	var keys []string
+	for _, o := range opts {
+		if !strings.HasPrefix(o.from, "config file ") {
+			continue
+		}
+		v := o.value.String()
+		if o.secretValue && v != "" || o.secret && len(urlSecrets(v)) > 0 {
+			keys = append(keys, o.name)
+		}
+	}
+	return keys
 }
 
 // registry builds the event registry from the file's events list; nil when the file has none.

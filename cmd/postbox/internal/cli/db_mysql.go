@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -28,11 +31,72 @@ func mysqlDB(raw string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(cfg)
+	db, err := mysqlOpen(cfg)
 	if err != nil {
 		return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
 	}
-	return sql.OpenDB(conn), nil
+	return db, nil
+}
+
+// mysqlOpen opens a pool from cfg, checking the character sets of each connection when it interpolates
+// parameters. It does no I/O.
+func mysqlOpen(cfg *mysql.Config) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.InterpolateParams {
+		return sql.OpenDB(conn), nil
+	}
+	return sql.OpenDB(charsetChecked{conn}), nil
+}
+
+// charsetChecked reads the character sets of every new connection, since the URL is not the only thing that
+// sets them: a server's init_connect may too. A connection whose client or connection character set is outside
+// mysqlSafeCharsets is closed and refused, because the driver interpolates parameters assuming a safe one.
+type charsetChecked struct{ driver.Connector }
+
+func (c charsetChecked) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSessionCharsets(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func checkSessionCharsets(ctx context.Context, conn driver.Conn) error {
+	q, ok := conn.(driver.QueryerContext)
+	if !ok {
+		return errors.New("mysql: the driver's connection cannot run a query to check its character sets")
+	}
+	rows, err := q.QueryContext(ctx, "SELECT @@character_set_client, @@character_set_connection", nil)
+	if err != nil {
+		return fmt.Errorf("read the connection's character sets: %w", err)
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, 2)
+	if err := rows.Next(vals); err != nil {
+		return fmt.Errorf("read the connection's character sets: %w", err)
+	}
+	for i, name := range []string{"character_set_client", "character_set_connection"} {
+		var cs string
+		switch v := vals[i].(type) {
+		case []byte:
+			cs = string(v)
+		case string:
+			cs = v
+		}
+		if !slices.Contains(mysqlSafeCharsets, strings.ToLower(cs)) {
+			return fmt.Errorf("the server set %s to %q for a new connection (init_connect, or a session variable): with interpolated "+
+				"parameters a multibyte character set such as this one can undo the escaping of values (SQL injection); "+
+				"make the server's init_connect choose utf8mb4, or add interpolateParams=false to --db", name, cs)
+		}
+	}
+	return nil
 }
 
 // mysqlConfig converts a mysql:// URL to the driver's configuration. The user and password are set on the
@@ -87,6 +151,9 @@ func mysqlConfig(raw string) (*mysql.Config, error) {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if err := checkMySQLSessionParams(cfg.Params); err != nil {
+		return nil, usageErrorf("--db %s: %v", RedactURL(raw), err)
+	}
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()
 	cfg.DBName = dbName
@@ -122,6 +189,34 @@ func checkMySQLCharsets(q url.Values) error {
 				return fmt.Errorf("%s=%s: with interpolated parameters a multibyte character set such as this one can undo "+
 					"the escaping of values (SQL injection); use charset=utf8mb4, or add interpolateParams=false", k, vs[0])
 			}
+		}
+	}
+	return nil
+}
+
+// checkMySQLSessionParams refuses a session variable (a parameter the driver does not know) whose name or value
+// could end the assignment and start another: the driver sends them as "SET name=value,..." without escaping, so
+// "?autocommit=1%2Ccharacter_set_client%3Dgbk" would choose gbk behind checkMySQLCharsets. A name is an
+// identifier; a value is a plain word (letters, digits and _ . : + -) or one single-quoted string with no quote or
+// backslash inside.
+func checkMySQLSessionParams(params map[string]string) error {
+	plain := func(s string, extra string) bool {
+		for _, c := range []byte(s) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || strings.IndexByte(extra, c) >= 0) {
+				return false
+			}
+		}
+		return s != ""
+	}
+	for k, v := range params {
+		if !plain(k, "@.") {
+			return fmt.Errorf("parameter %q is not a session variable name; use letters, digits and '_'", k)
+		}
+		quoted := len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' && !strings.ContainsAny(v[1:len(v)-1], "'\"\\")
+		if !quoted && !plain(v, ".:+-") {
+			return fmt.Errorf("parameter %s: the driver sends its value to the server as it is (SET %s=value), and a value with "+
+				"',', '=', ';', a quote or another character outside letters, digits and _ . : + - could set other variables; "+
+				"write a plain value, or one quoted string such as %s='+00:00' without quotes or backslashes inside", k, k, k)
 		}
 	}
 	return nil

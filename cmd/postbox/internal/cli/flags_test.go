@@ -225,3 +225,30 @@ func TestHelp(t *testing.T) {
 	mustContain(t, "relay --help", run(t, nil, "relay", "--help").stdout, "--db URL", "[POSTBOX_DB]", "-r, --route PATTERN=URL (repeatable)",
 		"[POSTBOX_BATCH_SIZE]", "(default 500)", "/readyz")
 }
+
+// The config file chooses the database, the brokers and the secrets (issue 29, Low): one every user may write is
+// refused, and one every user may read that holds a secret is warned about, naming the keys and the fix.
+func TestConfigFilePermissions(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "postbox.yaml")
+	if err := os.WriteFile(file, []byte("db: postgres://app:s3cr3t-password@127.0.0.1:1/app\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode            os.FileMode
+		refused, warned bool
+	}{{0o666, true, false}, {0o602, true, false}, {0o644, false, true}, {0o640, false, false}, {0o600, false, false}} {
+		if err := os.Chmod(file, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, nil, "status", "--config", file)
+		if refused := r.code == ExitUsage && strings.Contains(r.stderr, "writable by every user") && strings.Contains(r.stderr, "chmod o-w"); refused != tc.refused {
+			t.Errorf("mode %04o: exit %d, %s; refused %v, want %v", tc.mode, r.code, r.stderr, refused, tc.refused)
+		}
+		if warned := strings.Contains(r.stderr, "readable by every user") && strings.Contains(r.stderr, "holds secrets (db)"); warned != tc.warned {
+			t.Errorf("mode %04o: %s; warned %v, want %v", tc.mode, r.stderr, warned, tc.warned)
+		}
+		if strings.Contains(r.stderr, "s3cr3t-password") {
+			t.Errorf("mode %04o: the password was printed: %s", tc.mode, r.stderr)
+		}
+	}
+}

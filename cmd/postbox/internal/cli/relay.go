@@ -152,6 +152,9 @@ invalid payload) is parked as dead at once instead of being published.
 				return usageErrorf("unexpected argument %q", args[0])
 			}
 			ro.webhookSecretFrom = webhookSecret.from
+			if err := ro.wal.checkSecret(); err != nil {
+				return err
+			}
 			if ro.cfg.DeadHoldsKey && !o.ordered {
 				return usageErrorf("--dead-holds-key applies to ordered relays only; add --ordered")
 			}
@@ -194,6 +197,10 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if ro.webhookSecretFrom == "--webhook-secret" {
 		rt.log.Warn("--webhook-secret on the command line is visible to other users of this machine (ps, /proc); " +
 			"set POSTBOX_WEBHOOK_SECRET or the config file's webhook-secret key instead")
+	}
+	if ro.wal.on && ro.wal.secret.from == "--wal-secret" {
+		rt.log.Warn("--wal-secret on the command line is visible to other users of this machine (ps, /proc); " +
+			"set POSTBOX_WAL_SECRET or the config file's wal-secret key instead")
 	}
 	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes,
 		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom})

@@ -283,3 +283,79 @@ func TestPlaintextWarning(t *testing.T) {
 		t.Errorf("relay log:\n%s", r.stderr)
 	}
 }
+
+// TestMySQLSessionParameterInjection (issue 29, M1): go-sql-driver sends a parameter it does not know as
+// "SET name=value", unescaped, so a value holding ",character_set_client=gbk" chose gbk behind the charset
+// guard's back, and the report's purge then deleted pending rows. Such values are refused, naming the parameter.
+func TestMySQLSessionParameterInjection(t *testing.T) {
+	tg := target{name: "mysql", db: mysqlURL(t), table: freshTable(), quote: "`"}
+	counts := deadAndPending(t, tg)
+	for _, q := range []string{"?autocommit=1%2Ccharacter_set_client%3Dgbk",
+		"?autocommit=1%2Ccharacter_set_client%3Dgbk%2Ccharacter_set_connection%3Dgbk"} {
+		bad := tg
+		bad.db += q
+		r := run(t, nil, bad.args("dead", "purge", "--topic", "nomatch中' OR 1=1 -- ")...)
+		if p, d := counts(); p != 2 || d != 2 {
+			t.Fatalf("dead purge with %s: exit %d, %s%s; now %d pending and %d dead, want 2 and 2", q, r.code, r.stdout, r.stderr, p, d)
+		}
+		if r.code != ExitUsage || !strings.Contains(r.stderr, "autocommit") {
+			t.Errorf("dead purge with %s: exit %d, %s; want a usage error naming autocommit", q, r.code, r.stderr)
+		}
+	}
+}
+
+// Session variables in the URL take one plain value, or one quoted string with no quote or backslash inside;
+// anything that could end the value and start another assignment is refused, naming the parameter.
+func TestMySQLSessionValuesRefused(t *testing.T) {
+	for _, q := range []string{"autocommit=1%2Ccharacter_set_client%3Dgbk", "wait_timeout=28800%3Bx", "sql_mode=%27ANSI%27%2C%27x%27",
+		"sql_mode=ANSI%27", "sql_mode=%22ANSI%22", "time_zone=%27%2B00:00%27%2Ccharacter_set_client%3D%27gbk%27", "x=a%3Db",
+		"sql_mode=%27a%5C%27", "sql_mode=ANSI%2F%2A", "x%3D1%2Ccharacter_set_client%3Dgbk%2Cautocommit=1"} {
+		_, err := mysqlConfig("mysql://app@db/shop?" + q)
+		name, _, _ := strings.Cut(q, "=") // as written: the driver keeps names escaped
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), name) {
+			t.Errorf("?%s: %v; want a usage error naming %s", q, err, name)
+		}
+	}
+	for _, q := range []string{"autocommit=1", "time_zone=%27%2B00:00%27", "sql_mode=%27ANSI_QUOTES,STRICT_ALL_TABLES%27", "wait_timeout=28800",
+		"charset=utf8mb4,utf8", "tls=skip-verify&timeout=5s"} {
+		if _, err := mysqlConfig("mysql://app@db/shop?" + q); err != nil {
+			t.Errorf("?%s: %v", q, err)
+		}
+	}
+}
+
+// TestMySQLConnectionCharsetChecked (issue 29, M1): the URL is not the only thing that sets a connection's
+// character set (a server's init_connect can pick gbk too), so every new connection is read back, and one whose
+// character_set_client or character_set_connection is unsafe for interpolated parameters is refused.
+func TestMySQLConnectionCharsetChecked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, variable := range []string{"character_set_client", "character_set_connection"} {
+		cfg, err := mysqlConfig(mysqlURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Params = map[string]string{variable: "gbk"} // past the URL's checks, as init_connect would set it
+		db, err := mysqlOpen(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.PingContext(ctx)
+		db.Close()
+		if err == nil || !strings.Contains(err.Error(), variable) || !strings.Contains(err.Error(), "interpolateParams=false") {
+			t.Errorf("a connection with %s = gbk: %v; want it refused, naming %s and the way out", variable, err, variable)
+		}
+	}
+	cfg, err := mysqlConfig(mysqlURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := mysqlOpen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		t.Errorf("a connection in utf8mb4: %v", err)
+	}
+}

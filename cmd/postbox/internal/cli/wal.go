@@ -16,19 +16,44 @@ import (
 
 // walOptions are the relay's WAL flags.
 type walOptions struct {
-	on  bool
-	cfg wal.RelayConfig
+	on     bool
+	cfg    wal.RelayConfig
+	secret *option // --wal-secret, where it came from
+}
+
+// checkSecret refuses a WAL relay without the clients' secret, or with a short one, before anything connects.
+func (o *walOptions) checkSecret() error {
+	if !o.on {
+		return nil
+	}
+	s := o.secret.value.String()
+	if s == "" {
+		return usageErrorf("--wal needs --wal-secret (or POSTBOX_WAL_SECRET, or the config file's wal-secret key): the secret the clients "+
+			"sign their WAL messages with (wal.Config.Secret), so that only they can publish; use at least %d random bytes, "+
+			"such as the output of openssl rand -base64 32", wal.MinSecretBytes)
+	}
+	if len(s) < wal.MinSecretBytes {
+		return usageErrorf("%s is %d bytes long; use at least %d random bytes, such as the output of openssl rand -base64 32, "+
+			"in the clients' wal.Config.Secret too", o.secret.from, len(s), wal.MinSecretBytes)
+	}
+	o.cfg.Secret = []byte(s)
+	return nil
 }
 
 const walHelp = `With --wal (PostgreSQL 14+, wal_level = logical, a role with REPLICATION) the relay also reads the messages
 that clients made with the wal driver wrote into the WAL, from the replication slot --wal-slot (created with its
 publication when missing), and confirms a position to the server only once every message up to it is published or
-parked as dead. The table relay keeps running beside it, for retried dead messages and delayed ones. /metrics adds
+parked as dead. It publishes only the messages signed with --wal-secret, the clients' wal.Config.Secret, and
+skips (counting them) those any other role wrote. The table relay keeps running beside it, for retried dead messages and delayed ones. /metrics adds
 postbox_wal_retained_bytes, postbox_wal_lag_bytes and postbox_wal_streaming; 'postbox wal status' shows the
 slot and 'postbox wal drop-slot' drops it. See docs/WAL.md.`
 
 func addWALFlags(f *flagSet, o *walOptions) {
 	f.Bool(&o.on, "wal", "", "also relay the messages written into the WAL, from a logical replication slot (PostgreSQL)")
+	var secret string
+	o.secret = f.String(&secret, "wal-secret", "", "", "SECRET",
+		"with --wal, the secret the clients sign WAL messages with (wal.Config.Secret), 32+ bytes: other messages are skipped; never printed; prefer the environment variable, since ps shows flags")
+	o.secret.secretValue = true
 	f.add(&option{name: "wal-slot", usage: "replication slot (and publication) the WAL relay reads", placeholder: "NAME",
 		def: "postbox_<table>", value: (*stringValue)(&o.cfg.Slot)})
 	f.Duration(&o.cfg.HeartbeatInterval, "wal-heartbeat", wal.DefaultHeartbeatInterval, "how often the WAL relay writes a heartbeat message, so an idle database moves the slot (negative: never)")

@@ -28,18 +28,44 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ .Values.secret.existingSecret | default (include "postbox.fullname" .) }}
 {{- end -}}
 
-{{/* POSTBOX_DB from the Secret: every command reads its --db from it. */}}
-{{- define "postbox.dbEnv" -}}
-- name: POSTBOX_DB
+{{/*
+The key of a secret value. Call with a dict: root, key (the value's key setting), value (the value used when the
+chart makes the Secret) and default (the key it is stored under then). Empty when nothing is set.
+*/}}
+{{- define "postbox.secretKey" -}}
+{{- if .key -}}
+{{ .key }}
+{{- else if and (not .root.Values.secret.existingSecret) .value -}}
+{{ .default }}
+{{- end -}}
+{{- end -}}
+
+{{/* The key of each job role's database URL: its own, or dbKey. */}}
+{{- define "postbox.migratorDbKey" -}}
+{{ include "postbox.secretKey" (dict "root" . "key" .Values.secret.migratorDbKey "value" .Values.secret.migratorDbURL "default" "migrator-db-url") | default .Values.secret.dbKey }}
+{{- end -}}
+{{- define "postbox.maintainerDbKey" -}}
+{{ include "postbox.secretKey" (dict "root" . "key" .Values.secret.maintainerDbKey "value" .Values.secret.maintainerDbURL "default" "maintainer-db-url") | default .Values.secret.dbKey }}
+{{- end -}}
+{{- define "postbox.webhookSecretKey" -}}
+{{ include "postbox.secretKey" (dict "root" . "key" .Values.secret.webhookSecretKey "value" .Values.secret.webhookSecret "default" "webhook-secret") }}
+{{- end -}}
+{{- define "postbox.walSecretKey" -}}
+{{ include "postbox.secretKey" (dict "root" . "key" .Values.secret.walSecretKey "value" .Values.secret.walSecret "default" "wal-secret") }}
+{{- end -}}
+
+{{/* An environment variable from the chart's Secret. Call with a dict: root, name (the variable) and key. */}}
+{{- define "postbox.secretEnv" -}}
+- name: {{ .name }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "postbox.secretName" . }}
-      key: {{ .Values.secret.dbKey }}
+      name: {{ include "postbox.secretName" .root }}
+      key: {{ .key }}
 {{- end -}}
 
 {{/*
 The pod of a maintenance Job or CronJob. Call with a dict: root (the chart's context), name (the component),
-args (the command line) and resources.
+args (the command line), dbKey (the key of its role's database URL) and resources.
 */}}
 {{- define "postbox.jobPod" -}}
 {{- $root := .root -}}
@@ -63,7 +89,7 @@ spec:
       args:
         {{- toYaml .args | nindent 8 }}
       env:
-        {{- include "postbox.dbEnv" $root | nindent 8 }}
+        {{- include "postbox.secretEnv" (dict "root" $root "name" "POSTBOX_DB" "key" .dbKey) | nindent 8 }}
       securityContext:
         {{- toYaml $root.Values.securityContext | nindent 8 }}
       resources:

@@ -3,6 +3,7 @@ package wal_test
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +26,13 @@ func ExampleNewRelay() {
 		return nil // publish to your broker
 	})
 	// docs: wal, client
-	client, err := postbox.NewClient(wal.New(pool), &postbox.Config{Table: "orders_outbox"})
+	// The same secret, 32 random bytes or more, in every client and in the relay: it publishes only what they signed.
+	secret := []byte(os.Getenv("POSTBOX_WAL_SECRET"))
+	drv, err := wal.NewWithConfig(pool, &wal.Config{Secret: secret})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := postbox.NewClient(drv, &postbox.Config{Table: "orders_outbox"})
 	// docs: end
 	if err != nil {
 		log.Fatal(err)
@@ -42,7 +49,7 @@ func ExampleNewRelay() {
 		log.Fatal(err)
 	}
 	// docs: wal, relay
-	relay, err := wal.NewRelay(pool, client, publisher, nil) // reads the slot postbox_orders_outbox
+	relay, err := wal.NewRelay(pool, client, publisher, &wal.RelayConfig{Secret: secret}) // reads the slot postbox_orders_outbox
 	// docs: end
 	if err != nil {
 		log.Fatal(err)

@@ -62,7 +62,7 @@ func TestDecodeRefusesWhatItCannotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	later := append([]byte{wal.Version + 1}, b[1:]...)
+	later := append([]byte{wal.SignedVersion + 1}, b[1:]...)
 	if _, err := wal.Decode(later); !errors.Is(err, wal.ErrVersion) || !strings.Contains(err.Error(), "upgrade the relay") {
 		t.Errorf("a later version: %v, want ErrVersion saying to upgrade the relay", err)
 	}
