@@ -51,6 +51,8 @@ func benchOrderedStats[TTx any](ctx context.Context, t *target[TTx], o Options) 
 	dialect := map[string]databasesql.Dialect{"postgres": databasesql.Postgres, "mysql": databasesql.MySQL, "sqlite": databasesql.SQLite}[t.dialect]
 	names := driver.Names{Outbox: table, Inbox: table + "_inbox", Ordered: true}
 	claims := map[string]string{"ordered": dialect.OrderedClaimSQL(names, false), "unordered": dialect.ClaimSQL(names)}
+	// A full batch: one record of each key at most for the ordered claim.
+	batch := map[string]int{"ordered": min(o.BatchSize, o.Events, o.Keys), "unordered": min(o.BatchSize, o.Events)}
 	// claim returns the median time of one claim by q, checking that it took a full batch.
 	claim := func(name string) (time.Duration, error) {
 		var times []time.Duration
@@ -61,7 +63,7 @@ func benchOrderedStats[TTx any](ctx context.Context, t *target[TTx], o Options) 
 				return 0, fmt.Errorf("%s claim: %w", name, err)
 			}
 			times = append(times, time.Since(start))
-			if want := min(o.BatchSize, o.Events); n != want {
+			if want := batch[name]; n != want {
 				return 0, fmt.Errorf("the %s claim took %d records; want a full batch of %d", name, n, want)
 			}
 		}
@@ -87,14 +89,14 @@ func benchOrderedStats[TTx any](ctx context.Context, t *target[TTx], o Options) 
 			o.Logger.Info("claim timed", "claim", name, "statistics", phase, "median_ms", ms(d))
 		}
 	}
-	batch := int64(min(o.BatchSize, o.Events))
-	res := newResult(rate(batch, figures["ordered_unanalysed"]), rate(batch, figures["ordered_analysed"]))
+	n := int64(batch["ordered"])
+	res := newResult(rate(n, figures["ordered_unanalysed"]), rate(n, figures["ordered_analysed"]))
 	for k, d := range figures {
 		res.Extra[k+"_ms"] = ms(d)
 	}
 	res.Extra["keys"] = float64(o.Keys)
 	res.Extra["records"] = float64(o.Events)
-	res.Extra["batch"] = float64(batch)
+	res.Extra["batch"] = float64(n)
 	return res, nil
 }
 
