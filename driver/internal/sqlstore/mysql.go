@@ -115,6 +115,9 @@ func (m mysql) claimQuery(outbox string, skip int) string {
 // for each record. A dead record that holds its key is a second probe of its own, as one probe for "pending or
 // dead" would read a key's pending records, and in retention mode its published ones, before its dead ones.
 //
+// The skipped topics are tested before the head check, which the server evaluates in the order written: a
+// paused topic's records then cost a read each, not a probe each.
+//
 // A locking clause does not reach into the subqueries, so rows locked by another claim are skipped, and so are
 // the rows behind them, because a locked head is still pending: several relays share the keys without ever
 // holding two records of one key.
@@ -128,7 +131,7 @@ func (m mysql) orderedClaimQuery(t orderedTable, deadHoldsKey bool, skip int) st
 		head += " AND " + earlier("dead")
 	}
 	return "SELECT " + m.recordCols() + " FROM " + m.statusScan(t.outbox) + " WHERE o.status = 'pending' AND o.available_at <= ?" +
-		" AND (o.`key` = '' OR (" + head + "))" + skipTopics("o", skip) + " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
+		skipTopics("o", skip) + " AND (o.`key` = '' OR (" + head + ")) ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
 }
 
 // Limits of one multi-row statement: a prepared statement takes at most 65535 arguments, and a packet at most

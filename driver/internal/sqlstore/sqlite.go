@@ -59,10 +59,10 @@ func (s sqlite) orderedClaimQuery(t orderedTable, deadHoldsKey bool, skip int) s
 		blocks = ""
 	}
 	return "SELECT " + s.recordCols() + " FROM " + t.outbox + " AS o INDEXED BY " + t.pendingIndex +
-		" WHERE o.status = 'pending' AND o.available_at <= ?" +
+		" WHERE o.status = 'pending' AND o.available_at <= ?" + skipTopics("o", skip) +
 		" AND (o.key = '' OR NOT EXISTS (SELECT 1 FROM " + t.outbox + " AS p INDEXED BY " + t.keyIndex +
 		" WHERE p.key = o.key AND p.status <> 'published' AND p.key <> ''" + blocks + " AND p.id < o.id))" +
-		skipTopics("o", skip) + " ORDER BY o.id LIMIT ?"
+		" ORDER BY o.id LIMIT ?"
 }
 
 // sqliteMaxRowsPerInsert keeps a multi-row insert under SQLite's limit of 32766 bound variables.
