@@ -50,6 +50,8 @@ type Config struct {
 	// the application serialises the transactions of one key, as it does by locking the aggregate's row. A claim
 	// walks pending messages in ID order until it has RelayConfig.BatchSize heads of keys; when fewer heads are
 	// free to claim, because there are few keys or other workers and relays hold them, it walks the whole backlog.
+	// A walk costs an index probe or two per message walked, whether or not the database has analysed the table
+	// (docs/PERFORMANCE.md, "The ordered claim without statistics").
 	// Keep BatchSize at most the number of busy keys divided by the number of ordered workers on the table (one
 	// per relay by default). The index costs every Enqueue of a message with a key one more index entry, which is
 	// why ordering is off by default. Default: false.

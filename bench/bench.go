@@ -189,7 +189,7 @@ func (o Options) Validate() error {
 // Scenarios lists the scenarios in the order "all" runs them; "all" leaves out xmin, which takes minutes (twice
 // Options.XminHold a run).
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "inbox", "latency-load", "xmin", "xmin-wal", "wal"}
+	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "ordered-stats", "inbox", "latency-load", "xmin", "xmin-wal", "wal"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -208,6 +208,8 @@ func Describe(scenario string) string {
 		return "commit-to-ack latency of a relay fed at a steady rate, and the queries an idle relay sends"
 	case "ordered":
 		return "the relay in ordered mode over many keys against the unordered relay"
+	case "ordered-stats":
+		return "the ordered claim on a table never analysed against the same claim after ANALYZE, and the unordered claim alike"
 	case "inbox":
 		return "Process (inbox claim and handler in one transaction) against the handler in a plain transaction"
 	case "wal":
@@ -297,6 +299,8 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 		return benchLatency(ctx, t, o)
 	case "ordered":
 		return benchOrdered(ctx, t, o)
+	case "ordered-stats":
+		return benchOrderedStats(ctx, t, o)
 	case "inbox":
 		return benchInbox(ctx, t, o)
 	case "wal":

@@ -65,6 +65,16 @@ func (d Dialect) ClaimSQL(n driver.Names) string {
 	return sqlstore.ClaimSQL(d.d, n)
 }
 
+// OrderedClaimSQL is the query an ordered relay claims a batch with on the table set n, whose Ordered must be set
+// (the query reads the index that migration adds), for review and EXPLAIN. deadHoldsKey is
+// RelayConfig.DeadHoldsKey. Its arguments are ClaimSQL's.
+func (d Dialect) OrderedClaimSQL(n driver.Names, deadHoldsKey bool) string {
+	if d.d == nil {
+		return ""
+	}
+	return sqlstore.OrderedClaimSQL(d.d, n, deadHoldsKey)
+}
+
 // Driver connects Postbox to a database through database/sql.
 type Driver struct {
 	db      *sql.DB

@@ -30,7 +30,8 @@ func (s *store[TTx]) ClaimOrdered(ctx context.Context, p driver.ClaimParams, dea
 	again := func(ctx context.Context, p driver.ClaimParams) (driver.Claim, error) {
 		return s.ClaimOrdered(ctx, p, deadHoldsKey)
 	}
-	query := func(skip int) string { return s.d.claimQuery(s.outbox, true, deadHoldsKey, skip) }
+	t := newOrderedTable(s.d, s.n)
+	query := func(skip int) string { return s.d.orderedClaimQuery(t, deadHoldsKey, skip) }
 	return s.claimWith(ctx, query, p, false, again)
 }
 
@@ -44,7 +45,7 @@ func (s *store[TTx]) deleteQuery(skip int) string {
 
 func (s *store[TTx]) lockQuery(skip int) string {
 	if skip > 0 {
-		return s.d.claimQuery(s.outbox, false, false, skip)
+		return s.d.claimQuery(s.outbox, skip)
 	}
 	return s.claim
 }
@@ -73,7 +74,8 @@ func (s *store[TTx]) claimArgs(p driver.ClaimParams) []any {
 }
 
 // held returns the claim of recs in tx, with like's query and kind: tx ended at once when recs is empty, recs
-// oldest first.
+// oldest first. A deleting claim's RETURNING and PostgreSQL's ordered claim, which walks the records in id order
+// without an ORDER BY (see its orderedClaimQuery), promise no order of their own.
 func (s *store[TTx]) held(ctx context.Context, tx Tx, recs []driver.Record, like *claim[TTx]) (driver.Claim, error) {
 	if len(recs) == 0 {
 		// Nothing to hold: end the transaction now rather than keep a connection busy.
@@ -82,8 +84,8 @@ func (s *store[TTx]) held(ctx context.Context, tx Tx, recs []driver.Record, like
 		}
 		return emptyClaim{}, nil
 	}
-	if like.deleted && !slices.IsSortedFunc(recs, byID) {
-		slices.SortFunc(recs, byID) // RETURNING promises no order; Records are oldest first
+	if !slices.IsSortedFunc(recs, byID) {
+		slices.SortFunc(recs, byID)
 	}
 	return &claim[TTx]{s: s, tx: tx, recs: recs, query: like.query, deleted: like.deleted, again: like.again}, nil
 }
@@ -289,18 +291,4 @@ func (c *claim[TTx]) SettleAndClaim(ctx context.Context, st driver.Settlement, p
 func denied(err error) bool {
 	var se interface{ SQLState() string }
 	return errors.As(err, &se) && se.SQLState() == "42501"
-}
-
-// headOfLine is the condition of an ordered claim on the outbox aliased o: no earlier record of o's key blocks it.
-// The index on (key, id) of unpublished records (migration 3) answers it with one probe per record. A locking
-// clause does not reach into the subquery, so rows locked by another claim are skipped, and so are the rows behind
-// them, because a locked head is still pending: several relays share the keys without ever holding two records of
-// one key.
-func headOfLine(outbox string, deadHoldsKey bool) string {
-	blocks := "p.status = 'pending'"
-	if deadHoldsKey {
-		blocks = "p.status <> 'published'"
-	}
-	return " AND (o.key = '' OR NOT EXISTS (SELECT 1 FROM " + outbox + " AS p WHERE p.key = o.key AND p.key <> '' AND" +
-		" p.id < o.id AND " + blocks + "))"
 }

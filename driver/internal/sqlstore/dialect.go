@@ -44,10 +44,14 @@ type Dialect interface {
 	// recordCols is the select list of a record from the outbox aliased o.
 	recordCols() string
 	// claimQuery is the query claiming a batch from outbox, skipping skip topics; claimArgs returns its
-	// arguments. Ordered claims take only the head of each key (see driver.OrderedClaimer).
-	claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string
-	// claimArgs are the arguments of claimQuery: the time, the limit and the topics to skip, in the order its
-	// placeholders take them.
+	// arguments.
+	claimQuery(outbox string, skip int) string
+	// orderedClaimQuery is claimQuery for ordered relays: it takes only the head of each key (see
+	// driver.OrderedClaimer), with the same arguments. Its cost must not depend on the planner's statistics
+	// (DESIGN.md, "No cost by luck"): each dialect's says how it keeps to the records it walks.
+	orderedClaimQuery(t orderedTable, deadHoldsKey bool, skip int) string
+	// claimArgs are the arguments of claimQuery and orderedClaimQuery: the time, the limit and the topics to
+	// skip, in the order their placeholders take them.
 	claimArgs(now any, limit int, skip []string) []any
 	// containsText renders the condition "col contains the text of argument n", literal and case-sensitive.
 	containsText(col string, n int) string
@@ -99,6 +103,16 @@ func table(d Dialect, n driver.Names, table string) string {
 		return d.QuoteIdent(n.Schema) + "." + d.QuoteIdent(table)
 	}
 	return d.QuoteIdent(table)
+}
+
+// orderedTable is what an ordered claim reads: the outbox, quoted and qualified, and the quoted names of its
+// index of pending records (migration 1 of PostgreSQL and SQLite) and of its index by key (migration 3, with
+// Config.Ordered), for the dialects that name them in index hints.
+type orderedTable struct{ outbox, pendingIndex, keyIndex string }
+
+func newOrderedTable(d Dialect, n driver.Names) orderedTable {
+	return orderedTable{outbox: table(d, n, n.Outbox), pendingIndex: d.QuoteIdent(driver.Derived(n.Outbox, "_pending_idx")),
+		keyIndex: d.QuoteIdent(driver.Derived(n.Outbox, "_key_idx"))}
 }
 
 // lockKey derives the advisory lock key for one purpose on one table set.

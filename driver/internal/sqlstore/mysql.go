@@ -102,12 +102,36 @@ const mysqlClaimIndex = "claim_idx"
 // claimQuery forces the (status, id) index. Pending rows are the newest: a scan of the primary key in id order
 // would first pass every published and dead row, which the optimizer, assuming an even spread, may still prefer
 // (TestMySQLClaimUsesIndex shows MariaDB doing so). The index yields pending rows already in id order: no filesort.
-func (m mysql) claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string {
-	q := "SELECT " + m.recordCols() + " FROM " + m.statusScan(outbox) + " WHERE o.status = 'pending' AND o.available_at <= ?"
-	if ordered {
-		q += headOfLine(outbox, deadHoldsKey)
+func (m mysql) claimQuery(outbox string, skip int) string {
+	return "SELECT " + m.recordCols() + " FROM " + m.statusScan(outbox) + " WHERE o.status = 'pending' AND o.available_at <= ?" +
+		skipTopics("o", skip) + " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
+}
+
+// orderedClaimQuery is claimQuery keeping only the records that head their key: no earlier record of the key
+// blocks them. Both indexes are forced, so that the statistics (InnoDB's, sampled when the table was small, or
+// never) choose nothing: the claim reads pending records in id order from claim_idx, and answers each record's
+// check with one probe of the key index (migration 3), whose (key, status, id) order puts a key's earliest
+// record of one status first. Without the hint the check may read claim_idx instead, every earlier pending record
+// for each record. A dead record that holds its key is a second probe of its own, as one probe for "pending or
+// dead" would read a key's pending records, and in retention mode its published ones, before its dead ones.
+//
+// The skipped topics are tested before the head check, which the server evaluates in the order written: a
+// paused topic's records then cost a read each, not a probe each.
+//
+// A locking clause does not reach into the subqueries, so rows locked by another claim are skipped, and so are
+// the rows behind them, because a locked head is still pending: several relays share the keys without ever
+// holding two records of one key.
+func (m mysql) orderedClaimQuery(t orderedTable, deadHoldsKey bool, skip int) string {
+	earlier := func(status string) string {
+		return "NOT EXISTS (SELECT 1 FROM " + t.outbox + " AS p FORCE INDEX (" + t.keyIndex + ") WHERE p.`key` = o.`key`" +
+			" AND p.status = '" + status + "' AND p.id < o.id)"
 	}
-	return q + skipTopics("o", skip) + " ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
+	head := earlier("pending")
+	if deadHoldsKey {
+		head += " AND " + earlier("dead")
+	}
+	return "SELECT " + m.recordCols() + " FROM " + m.statusScan(t.outbox) + " WHERE o.status = 'pending' AND o.available_at <= ?" +
+		skipTopics("o", skip) + " AND (o.`key` = '' OR (" + head + ")) ORDER BY o.id LIMIT ? FOR UPDATE SKIP LOCKED"
 }
 
 // Limits of one multi-row statement: a prepared statement takes at most 65535 arguments, and a packet at most

@@ -41,12 +41,28 @@ func (sqlite) recordCols() string {
 }
 
 // claimQuery locks nothing itself: the claim's transaction holds the database's write lock (BEGIN IMMEDIATE).
-func (s sqlite) claimQuery(outbox string, ordered, deadHoldsKey bool, skip int) string {
-	q := "SELECT " + s.recordCols() + " FROM " + outbox + " AS o WHERE o.status = 'pending' AND o.available_at <= ?"
-	if ordered {
-		q += headOfLine(outbox, deadHoldsKey)
+func (s sqlite) claimQuery(outbox string, skip int) string {
+	return "SELECT " + s.recordCols() + " FROM " + outbox + " AS o WHERE o.status = 'pending' AND o.available_at <= ?" +
+		skipTopics("o", skip) + " ORDER BY o.id LIMIT ?"
+}
+
+// orderedClaimQuery is claimQuery keeping only the records that head their key: no earlier record of the key
+// blocks them. INDEXED BY fixes both indexes, whatever ANALYZE left in sqlite_stat1: the claim reads pending
+// records in id order from the pending index and answers each record's check with one probe of the key index
+// (migration 3). The check repeats that index's condition word for word, because SQLite uses a partial index
+// only for a query whose WHERE clause contains it; without it, or the hint, the check read every earlier
+// pending record for each record (about 340 million VM steps for one claim of 100 records with 100,000 pending).
+// Without DeadHoldsKey the probe passes over the dead records at the head of a key.
+func (s sqlite) orderedClaimQuery(t orderedTable, deadHoldsKey bool, skip int) string {
+	blocks := " AND p.status = 'pending'"
+	if deadHoldsKey {
+		blocks = ""
 	}
-	return q + skipTopics("o", skip) + " ORDER BY o.id LIMIT ?"
+	return "SELECT " + s.recordCols() + " FROM " + t.outbox + " AS o INDEXED BY " + t.pendingIndex +
+		" WHERE o.status = 'pending' AND o.available_at <= ?" + skipTopics("o", skip) +
+		" AND (o.key = '' OR NOT EXISTS (SELECT 1 FROM " + t.outbox + " AS p INDEXED BY " + t.keyIndex +
+		" WHERE p.key = o.key AND p.status <> 'published' AND p.key <> ''" + blocks + " AND p.id < o.id))" +
+		" ORDER BY o.id LIMIT ?"
 }
 
 // sqliteMaxRowsPerInsert keeps a multi-row insert under SQLite's limit of 32766 bound variables.

@@ -31,7 +31,7 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 		return nil, err
 	}
 	s := &store[TTx]{b: b, d: d, n: n, outbox: table(d, n, n.Outbox)}
-	s.claim = d.claimQuery(s.outbox, false, false, 0)
+	s.claim = d.claimQuery(s.outbox, 0)
 	if dd, ok := d.(deletingDialect); ok {
 		s.deleteClaim = dd.deleteClaimQuery(s.outbox, 0)
 	}
@@ -45,7 +45,13 @@ func New[TTx any](b Backend[TTx], d Dialect, n driver.Names) (driver.Store[TTx],
 // ClaimSQL is the query a relay claims a batch with on table set n, for review and EXPLAIN. Its arguments are the
 // current time and the batch size.
 func ClaimSQL(d Dialect, n driver.Names) string {
-	return d.claimQuery(table(d, n, n.Outbox), false, false, 0)
+	return d.claimQuery(table(d, n, n.Outbox), 0)
+}
+
+// OrderedClaimSQL is the query an ordered relay claims a batch with on table set n (which needs n.Ordered's
+// index), for review and EXPLAIN, with deadHoldsKey as RelayConfig.DeadHoldsKey. Its arguments are ClaimSQL's.
+func OrderedClaimSQL(d Dialect, n driver.Names, deadHoldsKey bool) string {
+	return d.orderedClaimQuery(newOrderedTable(d, n), deadHoldsKey, 0)
 }
 
 func (s *store[TTx]) Insert(ctx context.Context, tx TTx, recs []driver.Record) error {
