@@ -17,10 +17,12 @@ import (
 // when it resumes.
 
 // Unavailable marks err as the broker being unavailable rather than the message being at fault: a connection that
-// is down or refused, a server that is restarting. When every message of a batch fails with such an error, the
-// relay counts no attempt against the messages (so an outage never parks them as dead) and publishes one message
-// at a time, at the pace of RelayConfig.ErrorBackoffMax, until the broker takes one; then full batches flow again.
-// Timeouts (context.DeadlineExceeded), refused and reset connections count as unavailable without the mark.
+// is down or refused, a server that is restarting. When every message of a destination's share of a batch fails
+// with such an error, the destination is down: its messages count no attempt (so an outage never parks them as
+// dead) and are held, the relay's ordinary claims skip its topics, and it is probed with one message at a time, at
+// the pace of RelayConfig.ErrorBackoffBase up to ErrorBackoffMax, until it takes one; then full batches flow again.
+// Other destinations (see Destinations) go on meanwhile. Timeouts (context.DeadlineExceeded), refused and reset
+// connections count as unavailable without the mark.
 func Unavailable(err error) error {
 	if err == nil {
 		return nil
