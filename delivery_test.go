@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/postbox-go/postbox/driver"
 )
 
 type testClock struct {
@@ -214,4 +216,68 @@ func TestDelivererDoesNotTieUpClaimsBehindASlowDestination(t *testing.T) {
 	if vs := d.Deliver(ctx, recordsOf("slow")); vs[0].Kind != VerdictPublished || d.Health()[1].State != DestinationOK {
 		t.Errorf("a fast share: %v, state %s; want published and the destination ok again", vs[0].Kind, d.Health()[1].State)
 	}
+}
+
+// readyStore always has one ready message on topic "stock", claimed afresh each time.
+type readyStore struct {
+	driver.Store[int]
+}
+
+func (s *readyStore) Claimable(context.Context, time.Time) (bool, error) { return true, nil }
+
+func (s *readyStore) Stats(context.Context, time.Time) ([]driver.TopicStats, error) { return nil, nil }
+
+func (s *readyStore) Claim(context.Context, driver.ClaimParams) (driver.Claim, error) {
+	return &recordsClaim{recs: []driver.Record{{Message: driver.Message{ID: NewID(), Topic: "stock", Type: "t"}}}}, nil
+}
+
+// TestRelayReportsAStall: a relay with ready messages whose only destination is down reports itself stalled after
+// StallAfter, naming the destination and its topic, in its stats and its log, and says when it publishes again.
+func TestRelayReportsAStall(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	var logs syncBuffer
+	c, err := NewClient[int](txDriver{storeDriver{store: &readyStore{}}}, &Config{DisableNotify: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(c, PublisherFunc(func(context.Context, []Record) error {
+		if down.Load() {
+			return Unavailable(errors.New("connection refused"))
+		}
+		return nil
+	}), &RelayConfig{StallAfter: 100 * time.Millisecond, Workers: 1, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	waitFor(t, "a stall reported", func() bool { return !r.Stats().StalledSince.IsZero() })
+	if w := strings.Join(r.Stats().Waiting, ";"); w != "broker (down): stock" {
+		t.Errorf("Waiting = %q, want the down broker and its topic", w)
+	}
+	down.Store(false)
+	waitFor(t, "the stall's end", func() bool { return r.Stats().StalledSince.IsZero() })
+	out := logs.String()
+	if strings.Count(out, "relay stalled") != 1 || !strings.Contains(out, "relay publishing again after a stall") {
+		t.Errorf("want one line for the stall and one for its end:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
