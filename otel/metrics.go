@@ -211,6 +211,9 @@ func (m *Metrics) ObserveBatch(ctx context.Context, b postbox.BatchReport) {
 			m.latency.Record(ctx, b.SettledAt.Sub(r.CreatedAt).Seconds(), topic)
 			continue
 		}
+		if errors.Is(b.Errs[i], postbox.ErrDestinationDown) {
+			continue // held for a destination that is down, not tried: no attempt failed
+		}
 		m.failures.Add(ctx, 1, topic)
 		if b.Dead[i] {
 			m.dead.Add(ctx, 1, topic)

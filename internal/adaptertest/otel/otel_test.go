@@ -307,3 +307,35 @@ func TestMetricsUnavailable(t *testing.T) {
 		t.Fatalf("postbox.relay.unavailable = %v s after outages of 10 s and 30 s, want 40", got)
 	}
 }
+
+// TestMetricsHeldIsNoFailure: a message held for a destination that is down was not tried, so it counts no
+// failed publish attempt; one its destination refused does.
+func TestMetricsHeldIsNoFailure(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := postboxotel.NewMetrics(mp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []postbox.Record{{Message: postbox.Message{ID: postbox.NewID(), Topic: "stock"}}, {Message: postbox.Message{ID: postbox.NewID(), Topic: "stock"}}}
+	m.ObserveBatch(context.Background(), postbox.BatchReport{Records: recs, Errs: []error{postbox.ErrDestinationDown,
+		postbox.Unavailable(errors.New("connection refused"))}, Dead: []bool{false, false}})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var failures int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if d, ok := mt.Data.(metricdata.Sum[int64]); ok && mt.Name == "postbox.publish.failures" {
+				for _, p := range d.DataPoints {
+					failures += p.Value
+				}
+			}
+		}
+	}
+	if failures != 1 {
+		t.Errorf("postbox.publish.failures = %d, want 1: the held message was not tried", failures)
+	}
+}
