@@ -41,6 +41,7 @@ func (r *Relay) lane(ctx context.Context) {
 		if slow {
 			limit = r.cfg.BatchSize
 		}
+		published := r.stats.published.Load()
 		n, err := r.runOnce(ctx, limit, nil, nil, true)
 		switch {
 		case ctx.Err() != nil:
@@ -53,8 +54,11 @@ func (r *Relay) lane(ctx context.Context) {
 			r.sleep(ctx, laneTick) // nothing of the slow or down destinations is due yet
 		default:
 			retry.Reset()
-			if n > 0 && r.cfg.Workers > 1 {
-				r.Wake() // a probe that went through frees a backlog the workers may take now
+			if r.stats.published.Load() > published {
+				// A probe went through: the relay works again if every destination was down, and the backlog
+				// the workers skipped is theirs to take now.
+				r.resumed(ctx, n, true)
+				r.Wake()
 			}
 		}
 	}
