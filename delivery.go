@@ -146,16 +146,16 @@ func (d *Deliverer) Deliver(ctx context.Context, recs []Record) []Verdict {
 		groups[name] = append(groups[name], i)
 	}
 	errs := make([]error, len(recs))
-	var wg sync.WaitGroup
-	for _, name := range names {
-		idx := groups[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.deliverTo(ctx, name, recs, idx, errs)
-		}()
+	if len(names) == 1 {
+		d.deliverTo(ctx, names[0], recs, groups[names[0]], errs) // one destination, the usual case: no goroutine
+	} else {
+		var wg sync.WaitGroup
+		for _, name := range names {
+			idx := groups[name]
+			wg.Go(func() { d.deliverTo(ctx, name, recs, idx, errs) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	now := d.cfg.Clock.Now()
 	for i, rec := range recs {
 		v := &out[i]
@@ -232,9 +232,12 @@ func (busyError) Is(target error) bool { return target == ErrDestinationDown }
 // publishTo publishes the messages idx of recs to the destination name, writes their errors into errs and
 // records what the destination's answer says of its health.
 func (d *Deliverer) publishTo(ctx context.Context, name string, recs []Record, idx []int, errs []error) {
-	part := make([]Record, len(idx))
-	for j, i := range idx {
-		part[j] = recs[i]
+	part := recs // the whole batch, the usual case: no copy
+	if len(idx) != len(recs) {
+		part = make([]Record, len(idx))
+		for j, i := range idx {
+			part[j] = recs[i]
+		}
 	}
 	started := time.Now() // monotonic, for slowness: the injected clock may stand still
 	perr := d.publish(ctx, part)
