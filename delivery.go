@@ -329,6 +329,9 @@ func (d *Deliverer) AllDown() bool {
 	return d.health.allDown(d.dests.DestinationNames())
 }
 
+// Changes counts the destinations' changes of state so far: a relay records its heartbeat at once when it grows.
+func (d *Deliverer) Changes() uint64 { return d.health.changes.Load() }
+
 // Health returns the state of each destination tried so far, in name order.
 func (d *Deliverer) Health() []DestinationHealth { return d.health.snapshot(d.cfg.Clock.Now()) }
 

@@ -179,10 +179,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.work(ctx)
 		}()
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		r.lane(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		r.heartbeat(ctx)
 	}()
 	if r.client.listener != nil && !r.cfg.DisableListen {
 		wg.Add(1)

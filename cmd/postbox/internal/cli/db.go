@@ -36,6 +36,7 @@ type database interface {
 	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
 	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
 	PausedTopics(ctx context.Context) ([]postbox.PausedTopic, error)
+	Relays(ctx context.Context) ([]postbox.RelayStatus, error)
 
 	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
 	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)

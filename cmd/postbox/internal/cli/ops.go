@@ -218,6 +218,10 @@ waited since it was due: a growing age means no relay is keeping up, or publishe
 into ready (due, or waiting to retry a failed publish) and scheduled (sent with a later time, such as send
 --delay, and not due yet); scheduled messages are not late and never age the oldest pending figure.
 
+It also lists the relays that record a heartbeat in the table set (every 10s, and at once when a destination
+changes state): each one running, stalled or gone (three heartbeats missed), and each of its destinations that is
+down or slow, since when, with its topics and how many messages wait for it.
+
 With a config file that lists sources (see relay --help) and no --db, it shows one line per source; with
 --json, {"sources": [{"source": NAME, ...}]}, a source that cannot be read carrying its error.`,
 	examples: []string{
@@ -250,12 +254,16 @@ With a config file that lists sources (see relay --help) and no --db, it shows o
 				return err
 			}
 			now := time.Now()
+			relays := relaysStatus(ctx, rt, db, now)
 			if asJSON {
-				return writeJSON(rt.stdout, statusJSON(s, now))
+				out := statusJSON(s, now)
+				out.Relays = relays
+				return writeJSON(rt.stdout, out)
 			}
 			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
 				s.Pending, s.Ready, s.Scheduled, s.Dead, age(s.OldestPending, now))
 			walStatusLine(ctx, rt, o)
+			printRelays(rt.stdout, relays)
 			if len(s.Topics) == 0 {
 				return nil
 			}
@@ -323,6 +331,8 @@ type status struct {
 	OldestPending           *time.Time    `json:"oldest_pending,omitempty"`
 	OldestPendingAgeSeconds float64       `json:"oldest_pending_age_seconds"`
 	Topics                  []topicStatus `json:"topics"`
+	// Relays are the relays' heartbeats (see relaysStatus); absent when the table set has none to read.
+	Relays []relayStatus `json:"relays,omitempty"`
 }
 
 func statusJSON(s postbox.Stats, now time.Time) status {
