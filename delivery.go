@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -208,7 +209,7 @@ func (d *Deliverer) deliverTo(ctx context.Context, name string, recs []Record, i
 			return
 		}
 	}
-	if !h.begin(name, time.Now(), d.cfg.SlowPublish/10) {
+	if !h.begin(name, time.Now(), d.busyAfter()) {
 		// Another claim's share to this destination has been in flight for a while: it may be turning slow. Do
 		// not tie this claim up behind it as well, or every worker could end up waiting for one destination.
 		for _, i := range idx {
@@ -218,6 +219,17 @@ func (d *Deliverer) deliverTo(ctx context.Context, name string, recs []Record, i
 	}
 	defer h.end(name)
 	d.publishTo(ctx, name, recs, idx, errs)
+}
+
+// busyAfter is how long a share to one destination may be in flight before another claim's share to it is held
+// instead of queued behind it: SlowPublish/10 with several destinations, so that a destination turning slow
+// cannot catch every worker while the others' messages wait; never with one destination, whose workers have no
+// other work to protect and would only churn claims.
+func (d *Deliverer) busyAfter() time.Duration {
+	if d.dests == nil || len(d.dests.DestinationNames()) < 2 {
+		return time.Duration(math.MaxInt64)
+	}
+	return d.cfg.SlowPublish / 10
 }
 
 // errDestinationBusy is the error of a message held because its destination was still busy with another claim's

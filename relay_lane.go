@@ -2,6 +2,7 @@ package postbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,12 @@ func (r *Relay) lane(ctx context.Context) {
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil && !isBrokerDown(err):
+		case isBrokerDown(err):
+			var down *brokerDownError
+			if errors.As(err, &down) {
+				r.down(ctx, "broker", down.err) // logged once for the outage, if a worker did not already
+			}
+		case err != nil:
 			r.log.DebugContext(ctx, "lane claim failed", "err", oneLine(err))
 			r.sleep(ctx, retry.Next())
 		case n == 0:
