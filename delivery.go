@@ -252,7 +252,17 @@ func (d *Deliverer) publishTo(ctx context.Context, name string, recs []Record, i
 		}
 	}
 	started := time.Now() // monotonic, for slowness: the injected clock may stand still
+	// A share still in flight after SlowPublish makes its destination slow at once, not when it ends: other
+	// claims then leave its topics to the lane, and the log says so within SlowPublish of a destination that
+	// stopped answering, where the publish itself may wait for PublishTimeout before it fails.
+	inflight := time.AfterFunc(d.cfg.SlowPublish, func() {
+		if _, changed := d.health.slowness(name, true, d.cfg.Clock.Now(), part); changed {
+			d.log.WarnContext(ctx, "destination slow; a publish to it has not answered within slow_publish, so it now holds at most one claim at a time",
+				"destination", d.label(name), "slow_publish", d.cfg.SlowPublish)
+		}
+	})
 	perr := d.publish(ctx, part)
+	inflight.Stop()
 	took := time.Since(started)
 	down := len(perr) > 0
 	for j, i := range idx {
@@ -274,7 +284,7 @@ func (d *Deliverer) publishTo(ctx context.Context, name string, recs []Record, i
 			"unavailable_for", downFor.Round(time.Millisecond), "waited", waited)
 	}
 	if slow, changed := d.health.slowness(name, took > d.cfg.SlowPublish, now, part); changed {
-		if slow {
+		if slow { // the in-flight timer did not fire in time to say it
 			d.log.WarnContext(ctx, "destination slow; it now holds at most one claim at a time", "destination", d.label(name),
 				"took", took.Round(time.Millisecond), "slow_publish", d.cfg.SlowPublish)
 		} else {
