@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"html/template"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -155,5 +154,5 @@ func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(map[string]any{"databases": out})
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
+	_, _ = buf.WriteTo(w)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -79,7 +78,7 @@ func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, status 
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
+	_, _ = buf.WriteTo(w)
 }
 
 // refuse answers with a page explaining why a request was not carried out.
@@ -95,7 +94,7 @@ type errorData struct {
 // fail answers with an error page for an error from a database.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	c.cfg.Logger.Error("console: request failed", "path", r.URL.Path, "err", err)
-	c.refuse(w, r, http.StatusInternalServerError, err.Error())
+	c.refuse(w, r, http.StatusInternalServerError, c.errText(r, err))
 }
 
 var funcs = template.FuncMap{

@@ -12,7 +12,7 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 	return func(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 		name, src, err := c.source(r)
 		if err != nil {
-			c.refuse(w, r, http.StatusNotFound, err.Error())
+			c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 			return
 		}
 		topic := strings.TrimSpace(r.PostFormValue("topic"))
@@ -26,7 +26,7 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 		}
 		if err != nil {
 			log.Warn("console: "+verb+" topic failed", "db", name, "topic", topic, "err", err)
-			c.refuse(w, r, statusOf(err), err.Error())
+			c.refuse(w, r, statusOf(err), c.errText(r, err))
 			return
 		}
 		log.Info("console: "+verb+" topic", "db", name, "topic", topic, "changed", changed)
