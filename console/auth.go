@@ -196,7 +196,9 @@ func (c *Console) csrfOK(r *http.Request) bool {
 }
 
 // canLogIn reports whether any credential is configured.
-func (c *Console) canLogIn() bool { return c.cfg.Token != "" || c.cfg.User != "" || len(c.cfg.Tokens) > 0 }
+func (c *Console) canLogIn() bool {
+	return c.cfg.Token != "" || c.cfg.User != "" || len(c.cfg.Tokens) > 0
+}
 
 // same compares two strings in a time that depends on neither.
 func same(a, b string) int {

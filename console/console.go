@@ -158,11 +158,11 @@ func (c Config) validate() error {
 // live figures. Mount it at the root of a server or under a prefix with http.StripPrefix; its links follow the
 // prefix.
 type Console struct {
-	cfg    Config
-	dbs    map[string]Source
-	names  []string
-	mux    *http.ServeMux
-	pages  map[string]*template.Template
+	cfg      Config
+	dbs      map[string]Source
+	names    []string
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
 	key      []byte // signs CSRF tokens and flash messages; new on every start
 	hist     *history
 	logins   loginLimiter
