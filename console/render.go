@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,7 +99,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 var funcs = template.FuncMap{
-	"num":  formatNum,
+	"cause": cause,
+	"num":   formatNum,
 	"ago":  ago,
 	"span": age,
 	"time": formatTime,
@@ -191,4 +193,27 @@ func formatTime(t time.Time) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// messagePrefix matches what a publisher puts before the cause of an error: which message went where, as in
+// "webhook: post message <id> to <url>: " or "amqpbroker: message <id> to "topic": ", and the "Post "<url>": " of
+// Go's HTTP client.
+var messagePrefix = regexp.MustCompile(`^(?:[\w.-]+: )?(?:(?:post|publish|send)(?:ing)? )?message [0-9a-fA-F-]{36}(?: (?:to|on) (?:"[^"]*"|\S+))?(?::| not published:) ?` +
+	`|^(?:Post|Put|Get) "[^"]*": ?`)
+
+// cause is the part of an error that says what went wrong: without the prefixes naming the message and where it
+// went, which are the same for every message of a destination and hide the cause in a list cut at a width.
+func cause(err string) string {
+	out := strings.TrimSpace(err)
+	for {
+		loc := messagePrefix.FindStringIndex(out)
+		if loc == nil || loc[1] == 0 || loc[1] >= len(out) {
+			break
+		}
+		out = strings.TrimSpace(out[loc[1]:])
+	}
+	if out == "" {
+		return err
+	}
+	return out
 }

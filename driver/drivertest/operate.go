@@ -499,6 +499,15 @@ func testOverviewSplit[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		t.Fatalf("pending %v, ready %v, scheduled %v; want 4, 2 (orders), 1 (the reminder; the failed message waits for a retry)",
 			o.Pending, o.Ready, o.Scheduled)
 	}
+	// The longest wait per topic: the orders have waited since their enqueue; the failed message waits for its
+	// retry and the reminder for its time, so neither is waiting for a relay.
+	waits := map[string]time.Time{}
+	for _, tp := range o.Topics {
+		waits[tp.Topic] = tp.OldestWaiting
+	}
+	if !waits["orders"].Equal(clock.Now().Add(-10*time.Second)) || !waits["flaky"].IsZero() || !waits["reminders"].IsZero() {
+		t.Fatalf("oldest waiting per topic %v; want orders since %v, none for flaky and reminders", waits, clock.Now().Add(-10*time.Second))
+	}
 	want := postbox.Recent{Published: postbox.Count{N: 4}, Span: postbox.RecentWindow, PerSecond: 4 / postbox.RecentWindow.Seconds(),
 		LatencyP50: 30 * time.Second, LatencyP95: 30 * time.Second}
 	if o.Recent != want {
