@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -334,26 +335,46 @@ func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, log *slo
 	}
 }
 
+// flashMsg is a message left for the next page: text, and optionally a link inside the console and the text
+// after it.
+type flashMsg struct {
+	Text  string `json:"t"`
+	Link  string `json:"l,omitempty"` // a path inside the console
+	Label string `json:"b,omitempty"`
+	After string `json:"a,omitempty"`
+}
+
 // flash leaves a message for the next page the browser loads.
 func (c *Console) flash(w http.ResponseWriter, r *http.Request, msg string) {
-	v := base64.RawURLEncoding.EncodeToString([]byte(msg))
+	c.setFlash(w, r, flashMsg{Text: msg})
+}
+
+// flashLink leaves a message with a link: text, then label linking to link, then after.
+func (c *Console) flashLink(w http.ResponseWriter, r *http.Request, text, label, link, after string) {
+	c.setFlash(w, r, flashMsg{Text: text, Link: link, Label: label, After: after})
+}
+
+func (c *Console) setFlash(w http.ResponseWriter, r *http.Request, m flashMsg) {
+	b, _ := json.Marshal(m)
+	v := base64.RawURLEncoding.EncodeToString(b)
 	http.SetCookie(w, c.cookie(r, flashCookie, v+"."+c.sign("flash", v), 60))
 }
 
 // takeFlash returns the message left for this page, and clears it.
-func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) string {
+func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flashMsg {
 	raw, ok := c.readCookie(r, flashCookie)
 	if !ok {
-		return ""
+		return nil
 	}
 	http.SetCookie(w, c.cookie(r, flashCookie, "", -1))
 	v, sig, ok := strings.Cut(raw, ".")
 	if !ok || !hmac.Equal([]byte(sig), []byte(c.sign("flash", v))) {
-		return ""
+		return nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return ""
+	var m flashMsg
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Link != "" && safeNext(m.Link) != m.Link {
+		return nil
 	}
-	return string(b)
+	return &m
 }

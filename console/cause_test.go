@@ -11,6 +11,7 @@ func TestCause(t *testing.T) {
 			`500 Internal Server Error: {"error":"db down"}`},
 		{`amqpbroker: message 01a23442-1c86-7000-9c6f-2e28974c7988 to "orders": channel closed`, "channel closed"},
 		{`gcppubsub: message 01a23442-1c86-7000-9c6f-2e28974c7988 not published: deadline exceeded`, "deadline exceeded"},
+		{`permanent: webhook: post message 01a23442-1c86-7000-9c6f-2e28974c7988 to https://hooks.example/: 410 Gone: `, "410 Gone:"},
 		{"nats: no response from stream", "nats: no response from stream"},
 		{"webhook: post message 01a23442-1c86-7000-9c6f-2e28974c7988 to https://hooks.example/: ", "webhook: post message 01a23442-1c86-7000-9c6f-2e28974c7988 to https://hooks.example/:"},
 	} {

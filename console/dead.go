@@ -94,7 +94,11 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		d.Recs, d.More = d.Recs[:c.cfg.PageSize], true
 		d.Next = d.Recs[len(d.Recs)-1].ID
 	}
-	c.renderStatus(w, r, status, "dead", "Dead letters", d)
+	title := "Dead letters · " + name
+	if q.Topic != "" {
+		title += " · " + q.Topic
+	}
+	c.renderStatus(w, r, status, "dead", title, d)
 }
 
 // statusOf is the HTTP status of a database error: 400 for a refused filter, else 500.
@@ -112,6 +116,9 @@ type deadShowData struct {
 	Rec     postbox.Record
 	Payload payloadView
 	Headers []header
+	// EditErr says why an edited copy was refused; the form then shows what was typed (Edit*).
+	EditErr                     string
+	EditTopic, EditType, EditKey string
 }
 
 type header struct{ Name, Value string }
@@ -180,13 +187,11 @@ func (c *Console) show(w http.ResponseWriter, r *http.Request, deadOnly bool) {
 		return
 	}
 	rec = c.redact.record(rec)
-	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload)}
-	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
-		d.Headers = append(d.Headers, header{k, rec.Headers[k]})
-	}
-	title := "Dead message"
+	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload), Headers: headersOf(rec),
+		EditTopic: rec.Topic, EditType: rec.Type, EditKey: rec.Key}
+	title := "Dead message " + rec.ID
 	if rec.Status != postbox.StatusDead {
-		title = "Message"
+		title = "Message " + rec.ID
 	}
 	c.render(w, r, "deadshow", title, d)
 }
@@ -235,7 +240,7 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 			return
 		}
 		if action == "purge" && confirm == "" {
-			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, IDs: ids, Next: back,
+			c.render(w, r, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, IDs: ids, Next: back,
 				Count: postbox.Count{N: int64(len(ids))}})
 			return
 		}
@@ -258,7 +263,7 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 				c.fail(w, r, err)
 				return
 			}
-			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: count, Next: back})
+			c.render(w, r, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, Count: count, Next: back})
 			return
 		}
 		confirmed := postbox.Count{More: r.PostFormValue("confirm_more") != ""}
@@ -275,7 +280,7 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 		if now.N > confirmed.N || now.More && !confirmed.More {
 			log.Warn("console: dead "+action+" refused: more match than confirmed", "db", name, "filter", describe(f, q),
 				"confirmed", confirmed.N, "now", now.N)
-			c.renderStatus(w, r, http.StatusConflict, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: now,
+			c.renderStatus(w, r, http.StatusConflict, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, Count: now,
 				Next: back, Grew: true})
 			return
 		}
@@ -364,24 +369,67 @@ func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Log
 		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
-	payload := []byte(strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n"))
-	if r.PostFormValue("encoding") == "hex" {
-		payload, err = hex.DecodeString(strings.Join(strings.Fields(string(payload)), ""))
+	typed := strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
+	payload := []byte(typed)
+	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
+		Type: r.PostFormValue("type"), Headers: maps.Clone(rec.Headers)}
+	// again shows the message page with what was typed, and why it was not sent.
+	again := func(status int, why string) {
+		shown := c.redact.record(rec)
+		d := deadShowData{DB: name, Rec: shown, Payload: viewPayload(shown.Payload), Headers: headersOf(shown),
+			EditErr: why, EditTopic: m.Topic, EditType: m.Type, EditKey: m.Key}
+		d.Payload.Edit = typed
+		c.renderStatus(w, r, status, "deadshow", "Dead message "+rec.ID, d)
+	}
+	switch r.PostFormValue("encoding") {
+	case "hex":
+		payload, err = hex.DecodeString(strings.Join(strings.Fields(typed), ""))
 		if err != nil {
-			c.refuse(w, r, http.StatusBadRequest, "The payload is not valid hex: "+c.errText(r, err))
+			again(http.StatusBadRequest, "The payload is not valid hex: "+err.Error())
+			return
+		}
+	case "json":
+		var v any
+		if err := json.Unmarshal(payload, &v); err != nil {
+			again(http.StatusBadRequest, "The payload is not valid JSON: "+jsonError(typed, err)+
+				". Nothing was sent: fix it and send again.")
 			return
 		}
 	}
-	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
-		Type: r.PostFormValue("type"), Payload: payload, Headers: maps.Clone(rec.Headers)}
+	m.Payload = payload
 	newID, err := src.ResendEdited(r.Context(), rec.ID, m, who)
 	if err != nil {
 		log.Warn("console: send edited copy failed", "db", name, "original", rec.ID, "err", err)
+		if statusOf(err) == http.StatusBadRequest {
+			again(http.StatusBadRequest, c.errText(r, err))
+			return
+		}
 		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
 	log.Info("console: sent edited copy of a dead message", "db", name, "original", rec.ID, "id", newID, "topic", m.Topic,
 		"bytes", len(payload))
-	c.flash(w, r, fmt.Sprintf("Sent %s as new message %s on topic %s.", rec.ID, newID, m.Topic))
+	c.flashLink(w, r, fmt.Sprintf("Sent %s as new message", rec.ID), newID, "/message/"+url.PathEscape(name)+"/"+url.PathEscape(newID),
+		fmt.Sprintf("on topic %s.", m.Topic))
 	http.Redirect(w, r, basePath(r)+"/dead/"+url.PathEscape(name)+"/"+url.PathEscape(rec.ID), http.StatusSeeOther)
+}
+
+func headersOf(rec postbox.Record) []header {
+	var out []header
+	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
+		out = append(out, header{k, rec.Headers[k]})
+	}
+	return out
+}
+
+// jsonError says where JSON stops being valid: the line and column, and the error.
+func jsonError(text string, err error) string {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		return err.Error()
+	}
+	before := text[:min(int(syn.Offset), len(text))]
+	line := strings.Count(before, "\n") + 1
+	col := utf8.RuneCountInString(before[strings.LastIndex(before, "\n")+1:])
+	return fmt.Sprintf("line %d, column %d: %s", line, col, err.Error())
 }

@@ -80,7 +80,11 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 		slices.SortStableFunc(d.Hits, func(a, b findHit) int { return order[a.DB] - order[b.DB] })
 		slices.Sort(d.Cut)
 	}
-	c.render(w, r, "find", "Find a message", d)
+	title := "Find a message"
+	if d.Q != "" {
+		title = "Find " + d.Q
+	}
+	c.render(w, r, "find", title, d)
 }
 
 // findIn looks q up in one database: as an ID through the primary key, then as a key. Outside ordered table

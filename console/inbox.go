@@ -56,7 +56,11 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.Err, status = c.errText(r, err), statusOf(err)
 	}
-	c.renderStatus(w, r, status, "inbox", "Inbox", d)
+	title := "Inbox · " + name
+	if d.Consumer != "" {
+		title = "Inbox of " + d.Consumer + " · " + name
+	}
+	c.renderStatus(w, r, status, "inbox", title, d)
 }
 
 // inboxRetry forgets a given-up message's failures, so that its next delivery runs the handler again.

@@ -18,12 +18,13 @@ import (
 type page struct {
 	Base      string // the prefix the console is mounted under, "" at the root
 	Title     string
-	Path      string // the request's path inside the console, for the navigation
+	Path      string // the request's path inside the console
+	Nav       string // the navigation entry the page belongs to: the path's first element, "" for the overview
 	Who       string // the logged-in operator, or ""
 	CanLogIn  bool
 	ReadOnly  bool
 	CSRF      string
-	Flash     string
+	Flash     *flashMsg
 	Databases []string
 	Data      any
 }
@@ -49,7 +50,11 @@ func basePath(r *http.Request) string {
 // pageFor gathers what a template needs. Only a whole page takes the flash message: a fragment the overview
 // fetches in the background would consume it unseen.
 func (c *Console) pageFor(w http.ResponseWriter, r *http.Request, title string, data any, whole bool) page {
-	p := page{Base: basePath(r), Title: title, Path: r.URL.Path, Who: c.who(r), CanLogIn: c.canLogIn(),
+	nav, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if nav == "message" {
+		nav = "find"
+	}
+	p := page{Base: basePath(r), Title: title, Path: r.URL.Path, Nav: nav, Who: c.who(r), CanLogIn: c.canLogIn(),
 		ReadOnly: c.cfg.ReadOnly, CSRF: c.csrfToken(w, r), Databases: c.names, Data: data}
 	if whole {
 		p.Flash = c.takeFlash(w, r)
@@ -198,7 +203,7 @@ func formatTime(t time.Time) string {
 // messagePrefix matches what a publisher puts before the cause of an error: which message went where, as in
 // "webhook: post message <id> to <url>: " or "amqpbroker: message <id> to "topic": ", and the "Post "<url>": " of
 // Go's HTTP client.
-var messagePrefix = regexp.MustCompile(`^(?:[\w.-]+: )?(?:(?:post|publish|send)(?:ing)? )?message [0-9a-fA-F-]{36}(?: (?:to|on) (?:"[^"]*"|\S+))?(?::| not published:) ?` +
+var messagePrefix = regexp.MustCompile(`^(?:[\w.-]+: )*(?:(?:post|publish|send)(?:ing)? )?message [0-9a-fA-F-]{36}(?: (?:to|on) (?:"[^"]*"|\S+))?(?::| not published:) ?` +
 	`|^(?:Post|Put|Get) "[^"]*": ?`)
 
 // cause is the part of an error that says what went wrong: without the prefixes naming the message and where it

@@ -45,7 +45,11 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		status, msg = statusOf(err), c.errText(r, err)
 	}
-	c.renderStatus(w, r, status, "replay", "Replay", struct {
+	title := "Replay · " + name
+	if d.Topic != "" {
+		title = "Replay " + d.Topic + " · " + name
+	}
+	c.renderStatus(w, r, status, "replay", title, struct {
 		replayData
 		Err string
 	}{d, msg})

@@ -16,6 +16,11 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 			return
 		}
 		topic := strings.TrimSpace(r.PostFormValue("topic"))
+		if pause && topic != "" && r.PostFormValue("confirm") == "" && !c.knownTopic(r, name, topic) {
+			// A mistyped name would pause a topic no message uses, and leave the one meant flowing.
+			c.render(w, r, "pause", "Pause "+topic+"?", pauseData{DB: name, Topic: topic})
+			return
+		}
 		verb, did := "resume", "Resumed"
 		var changed bool
 		if pause {
@@ -37,4 +42,18 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 		c.flash(w, r, msg)
 		http.Redirect(w, r, basePath(r)+"/", http.StatusSeeOther)
 	}
+}
+
+type pauseData struct{ DB, Topic string }
+
+// knownTopic reports whether topic has pending or dead messages, or is paused, in the database's latest
+// figures.
+func (c *Console) knownTopic(r *http.Request, db, topic string) bool {
+	s := c.current(r.Context(), db)
+	for _, t := range s.Ov.Topics {
+		if t.Topic == topic {
+			return true
+		}
+	}
+	return false
 }

@@ -163,7 +163,7 @@ func TestHandlerRefusals(t *testing.T) {
 		t.Errorf("the right password: %s, want 303", resp.Status)
 	}
 	s.get("/")
-	if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode != http.StatusSeeOther {
+	if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("pause when logged in: %s, want 303", resp.Status)
 	}
 	paused, err := client.PausedTopics(context.Background())
@@ -179,7 +179,7 @@ func TestHandlerRefusals(t *testing.T) {
 		if strings.Contains(page, "data-pause") || strings.Contains(page, `action="/ops/postbox/topics/`) {
 			t.Errorf("read-only %v, token %q: the overview offers a change", cfg.ReadOnly, cfg.Token)
 		}
-		if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode < 400 {
+		if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode < 400 {
 			t.Errorf("read-only %v, token %q: pause answered %s", cfg.ReadOnly, cfg.Token, resp.Status)
 		}
 	}

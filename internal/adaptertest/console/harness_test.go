@@ -59,6 +59,8 @@ type env struct {
 
 type envOptions struct {
 	readOnly bool
+	// downDB adds a second database, "down-db", whose server does not answer.
+	downDB bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -79,8 +81,22 @@ func newEnv(t *testing.T, o envOptions) *env {
 	cfg := drivertest.Tables(nil)
 	cfg.Logger = logger
 	client := drivertest.Client(t, pgxv5.New(pool), cfg)
+	dbs := []console.Database{{Name: "orders-db", Source: console.FromClient(client)}}
+	if o.downDB {
+		// Nothing listens on port 1: every query fails at once with connection refused.
+		down, err := pgxpool.New(ctx, "postgres://postbox@127.0.0.1:1/nowhere?connect_timeout=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(down.Close)
+		downClient, err := postbox.NewClient(pgxv5.New(down), &postbox.Config{Table: cfg.Table, InboxTable: cfg.InboxTable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs = append(dbs, console.Database{Name: "down-db", Source: console.FromClient(downClient)})
+	}
 	con, err := console.New(&console.Config{
-		Databases:      []console.Database{{Name: "orders-db", Source: console.FromClient(client)}},
+		Databases:      dbs,
 		Token:          token,
 		ReadOnly:       o.readOnly,
 		SampleInterval: 300 * time.Millisecond,

@@ -452,7 +452,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 	victim.login(strongToken)
 	victim.get("/")
 	victim.c.Jar.SetCookies(u, []*http.Cookie{{Name: csrfCookie.Name, Value: csrfCookie.Value, Path: "/ops/postbox/"}})
-	if resp := victim.post("/topics/main/pause", url.Values{"csrf": {attacker.csrf}, "topic": {"orders"}}); resp.StatusCode != http.StatusForbidden {
+	if resp := victim.post("/topics/main/pause", url.Values{"csrf": {attacker.csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("another session's CSRF pair: %s, want 403", resp.Status)
 	}
 	if paused, _ := client.PausedTopics(context.Background()); len(paused) != 0 {
@@ -474,7 +474,7 @@ func TestLogoutEndsSession(t *testing.T) {
 	}
 	copied := newSession(t, srv.URL+"/ops/postbox")
 	copied.c.Jar.SetCookies(u, saved)
-	if resp := copied.post("/topics/main/pause", url.Values{"csrf": {csrf}, "topic": {"orders"}}); resp.StatusCode != http.StatusUnauthorized {
+	if resp := copied.post("/topics/main/pause", url.Values{"csrf": {csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a copied session cookie after logout: %s, want 401", resp.Status)
 	}
 	if paused, _ := client.PausedTopics(context.Background()); len(paused) != 0 {
@@ -492,7 +492,7 @@ func TestTokensNamed(t *testing.T) {
 	if !strings.Contains(page, `<span class="user">bob</span>`) {
 		t.Errorf("the page does not name bob:\n%s", page)
 	}
-	s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}})
+	s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}, "confirm": {"1"}})
 	if paused, err := client.PausedTopics(context.Background()); err != nil || len(paused) != 1 || paused[0].PausedBy != "bob" {
 		t.Errorf("paused %v, %v; want orders paused by bob", paused, err)
 	}
