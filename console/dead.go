@@ -117,7 +117,7 @@ type deadShowData struct {
 	Payload payloadView
 	Headers []header
 	// EditErr says why an edited copy was refused; the form then shows what was typed (Edit*).
-	EditErr                     string
+	EditErr                      string
 	EditTopic, EditType, EditKey string
 }
 

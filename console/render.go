@@ -106,9 +106,9 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 var funcs = template.FuncMap{
 	"cause": cause,
 	"num":   formatNum,
-	"ago":  ago,
-	"span": age,
-	"time": formatTime,
+	"ago":   ago,
+	"span":  age,
+	"time":  formatTime,
 	"short": func(s string, n int) string {
 		s = strings.Join(strings.Fields(s), " ")
 		if len(s) > n {
