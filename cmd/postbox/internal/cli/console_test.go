@@ -39,14 +39,27 @@ func TestConsole(t *testing.T) {
 		return m != nil
 	})
 	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	if resp, err := client.Get(base + "/"); err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the overview before login: %v %v, want 303 to the login page", resp, err)
+	client := &http.Client{Jar: jar, Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	defer client.CloseIdleConnections()
+	status := func(req *http.Request) int {
+		t.Helper()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+"/login", nil)
+	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+	if code := status(req); code != http.StatusSeeOther {
+		t.Fatalf("the overview before login: %d, want 303 to the login page", code)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/login", nil)
 	req.Host = "rebound.example"
-	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
-		t.Fatalf("a request naming another host: %v %v, want 421", resp, err)
+	if code := status(req); code != http.StatusMisdirectedRequest {
+		t.Fatalf("a request naming another host: %d, want 421", code)
 	}
 	resp, err := client.Get(base + "/login")
 	if err != nil {
@@ -59,8 +72,12 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("the login page has no form:\n%s", b)
 	}
 	resp, err = client.PostForm(base+"/login", url.Values{"csrf": {string(csrf[1])}, "token": {token}})
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("login: %v %v", resp, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %s", resp.Status)
 	}
 	get := func(path string) string {
 		t.Helper()
