@@ -55,6 +55,8 @@ type env struct {
 	js     jetstream.JetStream
 	prefix string // every topic of the test starts with it
 	log    *testenv.Buffer
+	// readOnly is the console's Config.ReadOnly.
+	readOnly bool
 }
 
 type envOptions struct {
@@ -125,7 +127,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	prefix := "console" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]`).ReplaceAllString(t.Name(), ""))
-	return &env{t: t, client: client, pool: pool, con: con, srv: srv, tab: browser(t), js: js, prefix: prefix, log: logBuf}
+	return &env{t: t, client: client, pool: pool, con: con, srv: srv, tab: browser(t), js: js, prefix: prefix, log: logBuf,
+		readOnly: o.readOnly}
 }
 
 // browser starts a headless Chromium of the test's own, with a fresh profile, and returns a tab.
@@ -301,6 +304,10 @@ func (e *env) login() {
 	e.do("log in", chromedp.SetValue(chromedp.CSS(`#login input[name=token]`), token))
 	if _, err := chromedp.RunResponse(e.tab, chromedp.Click(chromedp.CSS(`#login button`))); err != nil {
 		e.t.Fatal(err)
+	}
+	if e.readOnly {
+		e.waitText("header .who", "read-only") // a read-only console names nobody: it offers no change
+		return
 	}
 	e.waitText("header .who", "token")
 }
