@@ -21,7 +21,8 @@ const redacted = "xxxxx"
 // request itself sent: redacting a request's own words would tell whoever sent them whether they guessed a
 // secret.
 type redactor struct {
-	r *strings.Replacer // nil when there is no secret
+	r     *strings.Replacer // nil when there is no secret
+	forms []string          // what r replaces, longest first
 }
 
 // htmlForm is html/template's escaping of s (which writes + as &#43;).
@@ -45,12 +46,18 @@ func newRedactor(secrets []string) redactor {
 	if len(forms) == 0 {
 		return redactor{}
 	}
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(forms, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	forms = slices.Compact(forms)
 	var pairs []string
-	for _, f := range slices.Compact(forms) {
+	for _, f := range forms {
 		pairs = append(pairs, f, redacted)
 	}
-	return redactor{strings.NewReplacer(pairs...)}
+	return redactor{strings.NewReplacer(pairs...), forms}
 }
 
 // text redacts s.
@@ -122,7 +129,9 @@ func (x redactor) inbox(v postbox.InboxView) postbox.InboxView {
 
 // errText is an error as a page shows it: redacted, except where it quotes the request's own input. An error
 // that quotes a parameter (a time that is not one, a database's syntax error) shows the parameter as it was
-// sent whether or not it is a secret, so that the answer to a right guess is the answer to a wrong one.
+// sent whether or not it is a secret, so that the answer to a right guess is the answer to a wrong one. A secret
+// is kept only where the input holds all of it. What remains: an error that quotes the input and also holds a
+// secret equal to it elsewhere shows both, as no text tells a quote from the same characters.
 func (c *Console) errText(r *http.Request, err error) string {
 	if err == nil {
 		return ""
@@ -131,34 +140,53 @@ func (c *Console) errText(r *http.Request, err error) string {
 }
 
 func (c *Console) redactExceptInput(r *http.Request, s string) string {
-	if c.redact.r == nil {
+	if len(c.redact.forms) == 0 {
 		return s
 	}
 	var inputs []string
 	for _, vs := range r.Form {
-		for _, v := range vs {
-			if len(v) >= 4 {
-				inputs = append(inputs, v)
+		inputs = append(inputs, vs...)
+	}
+	inputs = append(inputs, strings.Split(r.URL.Path, "/")...)
+	// Where the text quotes the input.
+	quoted := make([]bool, len(s))
+	for _, in := range inputs {
+		if len(in) < 4 {
+			continue // too short to hold a secret
+		}
+		for from := 0; ; {
+			i := strings.Index(s[from:], in)
+			if i < 0 {
+				break
 			}
+			for j := from + i; j < from+i+len(in); j++ {
+				quoted[j] = true
+			}
+			from += i + 1
 		}
 	}
-	for _, p := range strings.Split(r.URL.Path, "/") {
-		if len(p) >= 4 {
-			inputs = append(inputs, p)
-		}
-	}
-	// Keep the spans that are input as they are; redact the text between them.
+	// Each secret found, longest first at each place as the Replacer would, is replaced unless the input
+	// holds all of it.
 	var b strings.Builder
-	for s != "" {
-		at, n := len(s), 0
-		for _, in := range inputs {
-			if i := strings.Index(s, in); i >= 0 && (i < at || i == at && len(in) > n) {
-				at, n = i, len(in)
+	for i := 0; i < len(s); {
+		n := 0
+		for _, f := range c.redact.forms {
+			if strings.HasPrefix(s[i:], f) {
+				n = len(f)
+				break
 			}
 		}
-		b.WriteString(c.redact.text(s[:at]))
-		b.WriteString(s[at : at+n])
-		s = s[at+n:]
+		if n == 0 {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		if slices.Contains(quoted[i:i+n], false) {
+			b.WriteString(redacted)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
 	}
 	return b.String()
 }

@@ -163,7 +163,7 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request) bool {
 		c.refuse(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
 		return false
 	}
-	if r.Method == http.MethodGet && c.loginToRead() && !strings.HasPrefix(r.URL.Path, "/assets/") && r.URL.Path != "/login" &&
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && c.loginToRead() && !strings.HasPrefix(r.URL.Path, "/assets/") && r.URL.Path != "/login" &&
 		c.who(r) == "" {
 		if r.URL.Path == "/live" || strings.HasPrefix(r.URL.Path, "/api/") {
 			http.Error(w, "401 unauthorized: log in to the console first", http.StatusUnauthorized)
