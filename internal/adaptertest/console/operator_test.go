@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/console"
@@ -138,5 +139,42 @@ func TestOverviewLongestWait(t *testing.T) {
 		if tp.Waiting == nil {
 			t.Errorf("topic %s has no waiting_seconds", tp.Topic)
 		}
+	}
+}
+
+// TestPageBasics: each page has a title of its own, a skip link and a favicon, and time filters take the 24-hour
+// UTC form the pages show, saying so in words when they cannot read one.
+func TestPageBasics(t *testing.T) {
+	srv, client := handlerEnv(t, console.Config{Token: strongToken})
+	ids := deadWith(t, client, func(postbox.Record) string { return "refused" }, msgs(1, "orders", "order.created")...)
+	s := newSession(t, srv.URL+"/ops/postbox")
+	s.login(strongToken)
+	titles := map[string]bool{}
+	for path, want := range map[string]string{"/": "Overview", "/dead?topic=orders": "Dead letters · main · orders",
+		"/dead/main/" + ids[0]: "Dead message " + ids[0], "/find?q=customer-1": "Find customer-1", "/replay": "Replay · main",
+		"/inbox": "Inbox · main", "/schema": "Schema"} {
+		_, page := s.get(path)
+		m := regexp.MustCompile(`<title>([^<]*) · Postbox console</title>`).FindStringSubmatch(page)
+		if m == nil || m[1] != want || titles[m[1]] {
+			t.Errorf("%s: title %q, want %q, its own", path, m, want)
+		}
+		if m != nil {
+			titles[m[1]] = true
+		}
+		if !strings.Contains(page, `<a class="skip" href="#main">`) || !strings.Contains(page, `<main id="main"`) ||
+			!strings.Contains(page, `rel="icon" href="/ops/postbox/assets/favicon.svg"`) {
+			t.Errorf("%s lacks the skip link or the favicon", path)
+		}
+	}
+	if resp, _ := s.get("/assets/favicon.svg"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the favicon: %s", resp.Status)
+	}
+	later := time.Now().UTC().Add(time.Hour).Format("2006-01-02 15:04")
+	if resp, page := s.get("/dead?to=" + url.QueryEscape(later)); resp.StatusCode != http.StatusOK || !strings.Contains(page, ids[0]) {
+		t.Errorf("a 24-hour UTC time %q: %s", later, resp.Status)
+	}
+	resp, page := s.get("/dead?from=" + url.QueryEscape("12/2/2026 2:05 PM"))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "YYYY-MM-DD HH:MM") || strings.Contains(page, "2006-01-02") {
+		t.Errorf("a 12-hour time: %s, want 400 saying the form in words, not Go's reference date:\n%s", resp.Status, page)
 	}
 }
