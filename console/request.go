@@ -153,6 +153,8 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request) bool {
 			limit = maxFormBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	default: // no route takes another method; its body is bounded all the same
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	}
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
