@@ -105,7 +105,7 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.SampleInterval, minSampleTimeout))
 	defer cancel()
 	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
-	s := sample{At: time.Now(), Ov: ov, Rate: -1}
+	s := sample{At: time.Now(), Ov: c.redact.overview(ov), Rate: -1}
 	if err == nil && ov.Recent.Span > 0 {
 		s.Rate = ov.Recent.PerSecond
 	}
@@ -114,8 +114,8 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 			return s
 		}
-		s.Err = err.Error()
-		c.cfg.Logger.Warn("console: sample", "db", name, "err", err)
+		s.Err = c.redact.text(err.Error())
+		c.cfg.Logger.Warn("console: sample", "db", name, "err", s.Err)
 	}
 	c.hist.add(name, s)
 	return s

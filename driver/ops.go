@@ -108,6 +108,9 @@ type TopicSample struct {
 	// Ready counts the pending records that are due (AvailableAt not after Now); Scheduled those never attempted
 	// and not yet due. The rest of Pending wait for a retry.
 	Ready, Scheduled int64
+	// OldestWaiting is when the longest-waiting ready record among those read became due: its AvailableAt when
+	// never attempted, else its CreatedAt. Zero when none of them is ready.
+	OldestWaiting time.Time
 }
 
 // InboxMinute counts one consumer's claims received in one minute.

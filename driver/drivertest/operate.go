@@ -436,6 +436,18 @@ func testOverview[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	if !o.OldestReady.Equal(first.Add(time.Minute)) {
 		t.Fatalf("OldestReady = %v, want %v (the oldest pending message's creation)", o.OldestReady, first.Add(time.Minute))
 	}
+	// The orders waiting longest were enqueued a minute after the first ones, which were published; the
+	// others have no message waiting. Times are compared with Equal, the rest as a whole.
+	waited := func(topics []postbox.TopicOverview, topic string, since time.Time) {
+		t.Helper()
+		for i, tp := range topics {
+			if want := tp.Topic == topic; want && !tp.OldestWaiting.Equal(since) || !want && !tp.OldestWaiting.IsZero() {
+				t.Fatalf("Overview topic %s waiting since %v; want orders since %v, the others not waiting", tp.Topic, tp.OldestWaiting, since)
+			}
+			topics[i].OldestWaiting = time.Time{}
+		}
+	}
+	waited(o.Topics, "orders", first.Add(time.Minute))
 	want := []postbox.TopicOverview{{Topic: "orders", Pending: 3}, {Topic: "poison", Dead: 2}, {Topic: "refunds", Paused: true}}
 	if !slices.Equal(o.Topics, want) {
 		t.Fatalf("Overview topics = %+v, want %+v", o.Topics, want)
@@ -450,6 +462,7 @@ func testOverview[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	if o.Pending != (postbox.Count{N: 2, More: true}) || o.Dead != (postbox.Count{N: 2}) || o.Published != (postbox.Count{N: 2, More: true}) {
 		t.Fatalf("Overview(limit 2) pending %v dead %v published %v; want more than 2, 2, more than 2", o.Pending, o.Dead, o.Published)
 	}
+	waited(o.Topics, "orders", first.Add(time.Minute))
 	if o.Topics[0] != (postbox.TopicOverview{Topic: "orders", Pending: 2}) {
 		t.Fatalf("Overview(limit 2) topics = %+v; want orders counted over the 2 oldest pending", o.Topics)
 	}
@@ -499,6 +512,15 @@ func testOverviewSplit[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	if o.Pending != (postbox.Count{N: 4}) || o.Ready != (postbox.Count{N: 2}) || o.Scheduled != (postbox.Count{N: 1}) {
 		t.Fatalf("pending %v, ready %v, scheduled %v; want 4, 2 (orders), 1 (the reminder; the failed message waits for a retry)",
 			o.Pending, o.Ready, o.Scheduled)
+	}
+	// The longest wait per topic: the orders have waited since their enqueue; the failed message waits for its
+	// retry and the reminder for its time, so neither is waiting for a relay.
+	waits := map[string]time.Time{}
+	for _, tp := range o.Topics {
+		waits[tp.Topic] = tp.OldestWaiting
+	}
+	if !waits["orders"].Equal(clock.Now().Add(-10*time.Second)) || !waits["flaky"].IsZero() || !waits["reminders"].IsZero() {
+		t.Fatalf("oldest waiting per topic %v; want orders since %v, none for flaky and reminders", waits, clock.Now().Add(-10*time.Second))
 	}
 	want := postbox.Recent{Published: postbox.Count{N: 4}, Span: postbox.RecentWindow, PerSecond: 4 / postbox.RecentWindow.Seconds(),
 		LatencyP50: 30 * time.Second, LatencyP95: 30 * time.Second}
