@@ -1,6 +1,9 @@
 package console
 
 import (
+	"strings"
+	"slices"
+	"fmt"
 	"bytes"
 	"encoding/json"
 	"html/template"
@@ -31,6 +34,60 @@ type overviewDB struct {
 	LongestTopic string
 	// Waits is each topic's longest wait, by topic.
 	Waits map[string]time.Duration
+	// Heartbeats are the relays' records of themselves (postbox.RelayStatus), nil when the table set has none.
+	Heartbeats []postbox.RelayStatus
+}
+
+// Alert is one line of the overview's banner: a relay stalled or gone, a destination down or slow.
+type Alert struct {
+	Text  string
+	Since time.Time
+}
+
+// Alerts are what the relays' heartbeats say is stuck, and since when: the banner above the figures.
+func (o overviewDB) Alerts() []Alert {
+	var out []Alert
+	live := 0
+	for _, r := range o.Heartbeats {
+		if r.Gone {
+			continue
+		}
+		live++
+		if !r.StalledSince.IsZero() {
+			out = append(out, Alert{Text: "Relay " + r.Instance + " is stalled: messages are ready and it has published none. Waiting: " +
+				strings.Join(r.Waiting, "; "), Since: r.StalledSince})
+		}
+		for _, d := range r.Destinations {
+			if d.State == postbox.DestinationOK {
+				continue
+			}
+			name := d.Name
+			if name == "" {
+				name = "its broker"
+			}
+			out = append(out, Alert{Text: fmt.Sprintf("Relay %s: destination %s is %s; %d messages wait for it (topics %s).",
+				r.Instance, name, d.State, d.Waiting, strings.Join(d.Topics, ", ")), Since: d.Since})
+		}
+	}
+	if live == 0 && len(o.Heartbeats) > 0 && o.Ov.Ready.N > 0 {
+		out = append(out, Alert{Text: "No relay is running: every relay that recorded a heartbeat is gone, and messages are ready."})
+	}
+	return out
+}
+
+// topicHeld returns the destination state holding topic back, per the relays' heartbeats, or "".
+func (o overviewDB) topicHeld(topic string) string {
+	for _, r := range o.Heartbeats {
+		if r.Gone {
+			continue
+		}
+		for _, d := range r.Destinations {
+			if d.State != postbox.DestinationOK && slices.Contains(d.Topics, topic) {
+				return "destination " + d.State
+			}
+		}
+	}
+	return ""
 }
 
 // Down reports that the database did not answer the last sample: its figures are unknown, not zero.
@@ -42,6 +99,8 @@ func (o overviewDB) State(t postbox.TopicOverview) string {
 	switch {
 	case t.Paused:
 		return "paused"
+	case o.topicHeld(t.Topic) != "":
+		return o.topicHeld(t.Topic)
 	case o.Waits[t.Topic] > ageingAfter:
 		return "waiting"
 	default:
@@ -83,7 +142,7 @@ func (c *Console) overviewData(r *http.Request) overviewData {
 		go func() {
 			defer wg.Done()
 			s := c.current(r.Context(), name)
-			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Relays: s.Relays, Charts: c.charts(name),
+			dbs[i] = overviewDB{Name: name, Err: s.Err, At: s.At, Ov: s.Ov, Rate: s.Rate, Relays: s.Relays, Heartbeats: s.Heartbeats, Charts: c.charts(name),
 				Paused: map[string]postbox.PausedTopic{}}
 			dbs[i].P50, dbs[i].P95, dbs[i].FromRelays = s.latency()
 			dbs[i].Waits, dbs[i].Longest, dbs[i].LongestTopic = waits(s.Ov, time.Now())

@@ -19,7 +19,10 @@ type sample struct {
 	// Relays are the figures of the relays that report to the console (Console.Observer) since the previous
 	// sample.
 	Relays relayFigures
-	Err    string
+	// Heartbeats are the relays' own records in the table set (postbox.Client.Relays): which run, and their
+	// destinations' health; nil when the table set keeps none.
+	Heartbeats []postbox.RelayStatus
+	Err        string
 }
 
 // history keeps each database's recent samples, oldest first, for the overview's chart.
@@ -110,6 +113,11 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 		s.Rate = ov.Recent.PerSecond
 	}
 	s.Relays = c.relays.take(name, s.At, relayForget)
+	if err == nil {
+		if hb, herr := c.dbs[name].Relays(ctx); herr == nil {
+			s.Heartbeats = hb // a table set without the relays table (migration 5) shows none
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 			return s
