@@ -1,13 +1,13 @@
 package console
 
 import (
-	"strings"
-	"slices"
-	"fmt"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
