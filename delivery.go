@@ -354,6 +354,9 @@ func (d *Deliverer) AllDown() bool {
 // Changes counts the destinations' changes of state so far: a relay records its heartbeat at once when it grows.
 func (d *Deliverer) Changes() uint64 { return d.health.changes.Load() }
 
+// Changed is signalled when a destination changes state (one signal may stand for several changes).
+func (d *Deliverer) Changed() <-chan struct{} { return d.health.changed }
+
 // Health returns the state of each destination tried so far, in name order.
 func (d *Deliverer) Health() []DestinationHealth { return d.health.snapshot(d.cfg.Clock.Now()) }
 

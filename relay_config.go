@@ -115,7 +115,8 @@ type RelayConfig struct {
 	StallAfter time.Duration
 	// HeartbeatInterval is how often the relay records its heartbeat (instance, version, totals, health per
 	// destination) in the table set's relays table, which Client.Relays, `postbox status` and the console read.
-	// Negative turns heartbeats off. Default: DefaultHeartbeatInterval (10s).
+	// Negative turns heartbeats off. A relay serving a source of a RelayGroup beats at most once a minute, so that
+	// idle sources cost little. Default: DefaultHeartbeatInterval (10s).
 	HeartbeatInterval time.Duration
 	// Instance names the relay in its heartbeat. Default: host:pid:random.
 	Instance string

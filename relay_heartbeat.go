@@ -22,6 +22,9 @@ import (
 // DefaultHeartbeatInterval is how often a relay records its heartbeat by default (RelayConfig.HeartbeatInterval).
 const DefaultHeartbeatInterval = 10 * time.Second
 
+// groupHeartbeat is the least heartbeat interval of a relay serving a source of a RelayGroup.
+const groupHeartbeat = time.Minute
+
 // goneAfter is how many heartbeat intervals a relay may miss before Client.Relays reports it gone, and
 // forgetAfter how long a gone relay's record is kept.
 const (
@@ -101,12 +104,16 @@ func (r *Relay) heartbeat(ctx context.Context) {
 	clock := r.client.cfg.Clock
 	started := clock.Now()
 	failing := false
+	interval := r.cfg.HeartbeatInterval
+	if r.pace != nil {
+		interval = max(interval, groupHeartbeat) // a group's idle sources must cost little each
+	}
 	beat := func() {
 		s := r.Stats()
-		state, err := json.Marshal(heartbeatState{Interval: r.cfg.HeartbeatInterval, Published: s.Published, Failed: s.Failed,
+		state, err := json.Marshal(heartbeatState{Interval: interval, Published: s.Published, Failed: s.Failed,
 			Dead: s.Dead, Destinations: s.Destinations, StalledSince: s.StalledSince, Waiting: s.Waiting})
 		if err == nil {
-			wctx, cancel := context.WithTimeout(ctx, r.cfg.HeartbeatInterval)
+			wctx, cancel := context.WithTimeout(ctx, interval)
 			err = hb.Heartbeat(wctx, driver.RelayHeartbeat{Instance: r.cfg.Instance, StartedAt: started, SeenAt: clock.Now(),
 				Version: moduleVersion(), State: string(state)})
 			cancel()
@@ -124,14 +131,14 @@ func (r *Relay) heartbeat(ctx context.Context) {
 	}
 	changes := r.deliver.Changes() // before the first beat, so that a change while it is written is seen next
 	beat()
-	fctx, cancel := context.WithTimeout(ctx, r.cfg.HeartbeatInterval)
+	fctx, cancel := context.WithTimeout(ctx, interval)
 	if _, err := hb.ForgetHeartbeats(fctx, started.Add(-forgetAfter)); err != nil && !failing && ctx.Err() == nil {
 		r.log.DebugContext(ctx, "forgetting gone relays' heartbeats failed", "err", oneLine(err))
 	}
 	cancel()
 	// Beat every interval, and at once (within a second) when a destination changes state or a stall begins or
 	// ends, so that tools see an outage while it lasts.
-	t := time.NewTicker(min(r.cfg.HeartbeatInterval, time.Second))
+	t := time.NewTicker(min(interval, time.Second))
 	defer t.Stop()
 	last, stalled := time.Now(), false
 	for {
@@ -141,7 +148,7 @@ func (r *Relay) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		since, _ := r.stalled()
-		if now := r.deliver.Changes(); time.Since(last) >= r.cfg.HeartbeatInterval || now != changes || stalled != !since.IsZero() {
+		if now := r.deliver.Changes(); time.Since(last) >= interval || now != changes || stalled != !since.IsZero() {
 			last, changes, stalled = time.Now(), now, !since.IsZero()
 			beat()
 		}
