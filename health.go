@@ -60,7 +60,7 @@ type health struct {
 	m       map[string]*destHealth
 	avoided []string // cached avoid(); nil when stale
 	stale   bool
-	changes atomic.Uint64  // state changes so far, for the heartbeat
+	changes atomic.Uint64 // state changes so far, for the heartbeat
 	changed chan struct{} // signalled at each change, for the lane
 }
 
