@@ -272,7 +272,8 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 			c.refuse(w, r, http.StatusBadRequest, "The confirmation's count is not a number; start again from the list.")
 			return
 		}
-		now, err := src.CountDead(r.Context(), f, c.cfg.CountLimit)
+		var now postbox.Count
+		now, err = src.CountDead(r.Context(), f, c.cfg.CountLimit)
 		if err != nil {
 			c.fail(w, r, err)
 			return
