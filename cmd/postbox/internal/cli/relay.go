@@ -60,6 +60,12 @@ characters, dots included), or to --broker when none matches. Broker URLs:
   stdout:
       one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
 
+A broker connection that is lost is tried again at the pace of --error-backoff-max: from 100ms doubling up to it,
+and every 50-100ms while the server refuses connections (it is restarting), so that the relay publishes again
+within about 100ms of a restarted broker listening. nats, amqp, mqtt, redis, kafka and pubsub URLs take
+reconnect_max=D to set that broker's cap instead. While a broker is down the relay sends it one message at a
+time, each waiting up to --publish-timeout for the broker to answer.
+
 With --http, the relay serves /healthz (the process is up), /readyz (the database and every broker answer;
 503 otherwise; checked at most every 2s, with the reasons in the log) and /metrics, OpenTelemetry metrics in the
 Prometheus format. None of them asks for credentials: bind a loopback or private address, such as 127.0.0.1:9090.
@@ -129,7 +135,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.BackoffBase, "backoff-base", postbox.DefaultBackoffBase, "delay after the first failure, doubled after each")
 		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
 		f.Duration(&ro.cfg.ErrorBackoffMax, "error-backoff-max", postbox.DefaultErrorBackoffMax,
-			"longest delay between attempts while the database or the broker is down; the relay resumes within about this long of it answering")
+			"longest delay between attempts while the database or a broker is down, broker reconnections included (a broker URL's reconnect_max overrides it); the relay resumes within about this long of it answering, within 100ms of a restarted server listening again")
 		f.Duration(&ro.cfg.PausedRefresh, "paused-refresh", postbox.DefaultPausedRefresh, "how often to read the paused topics (postbox topics pause); a pause takes effect within it")
 		f.Bool(&ro.cfg.KeepPublished, "keep-published", "", "mark published messages instead of deleting them, for audit and replay")
 		f.Duration(&ro.retention, "retention", postbox.DefaultRetention, "how long --keep-published keeps published messages")
@@ -189,7 +195,8 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 			"set POSTBOX_WEBHOOK_SECRET or the config file's webhook-secret key instead")
 	}
 	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes,
-		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom})
+		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom,
+			reconnect: newReconnectPace(ro.cfg.ErrorBackoffMax)})
 	if err != nil {
 		return err
 	}

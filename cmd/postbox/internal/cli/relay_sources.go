@@ -162,7 +162,8 @@ loop:
 }
 
 func (s *relaySources) brokerOptions() brokerOptions {
-	return brokerOptions{source: s.ro.source, webhookSecret: s.ro.webhookSecret, webhookSecretFrom: s.ro.webhookSecretFrom}
+	return brokerOptions{source: s.ro.source, webhookSecret: s.ro.webhookSecret, webhookSecretFrom: s.ro.webhookSecretFrom,
+		reconnect: newReconnectPace(s.ro.cfg.ErrorBackoffMax)}
 }
 
 // add opens a source and adds its relay to the group. A source whose tables are not migrated is refused; one
