@@ -251,7 +251,12 @@ With a config file that lists sources (see relay --help) and no --db, it shows o
 			}
 			now := time.Now()
 			if asJSON {
-				return writeJSON(rt.stdout, statusJSON(s, now))
+				out := statusJSON(s, now)
+				if st, ok := walSlot(ctx, o); ok {
+					out.WAL = &walSlotStatus{Slot: st.Slot, Active: st.Active, ConfirmedLSN: st.ConfirmedLSN,
+						RetainedBytes: st.RetainedBytes, LagBytes: st.LagBytes}
+				}
+				return writeJSON(rt.stdout, out)
 			}
 			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
 				s.Pending, s.Ready, s.Scheduled, s.Dead, age(s.OldestPending, now))
@@ -323,6 +328,8 @@ type status struct {
 	OldestPending           *time.Time    `json:"oldest_pending,omitempty"`
 	OldestPendingAgeSeconds float64       `json:"oldest_pending_age_seconds"`
 	Topics                  []topicStatus `json:"topics"`
+	// WAL is the WAL relay's replication slot, when the database is PostgreSQL and the slot exists.
+	WAL *walSlotStatus `json:"wal,omitempty"`
 }
 
 func statusJSON(s postbox.Stats, now time.Time) status {

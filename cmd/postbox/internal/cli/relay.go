@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver/pgxv5/wal"
 )
 
 var relayCommand = &command{
@@ -263,14 +264,15 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
 		return err
 	}
-	var walRelay interface{ Run(context.Context) error }
+	var walRelay *wal.Relay
+	counts := tableCounts(relay)
 	if ro.wal.on {
 		wr, closeWAL, err := startWAL(ctx, rt, o, ro.wal, reg, rtr, cfg.Observer, metrics)
 		if err != nil {
 			return err
 		}
 		defer closeWAL()
-		walRelay = wr
+		walRelay, counts = wr, withWAL(counts, wr)
 		rt.log.Info("WAL relay started", "slot", wr.Slot())
 	}
 
@@ -320,7 +322,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	go func() {
 		defer close(progressDone)
 		if ro.progressEvery > 0 {
-			logProgress(runCtx, rt.log, ro.progressEvery, relay.Stats, db.Stats)
+			logProgress(runCtx, rt.log, ro.progressEvery, counts, db.Stats)
 		}
 	}()
 	cleanerDone := make(chan struct{})
@@ -345,7 +347,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	<-cleanerDone
 	<-progressDone
-	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
+	rt.log.Info("relay stopping: in-flight batches settled", counts().stopAttrs()...)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

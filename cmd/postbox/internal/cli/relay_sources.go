@@ -262,7 +262,7 @@ func (s *relaySources) add(ctx context.Context, spec sourceConfig) (err error) {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	src.stop = stop
 	if s.ro.progressEvery > 0 {
-		src.done.Go(func() { logProgress(bg, log, s.ro.progressEvery, relay.Stats, db.Stats) })
+		src.done.Go(func() { logProgress(bg, log, s.ro.progressEvery, tableCounts(relay), db.Stats) })
 	}
 	if cleaner != nil {
 		src.done.Go(func() { _ = cleaner.Run(bg) })
