@@ -356,3 +356,60 @@ func (d *daemonProc) stop(ctx context.Context) error {
 		return fmt.Errorf("postbox relay did not exit on SIGINT: %w", ctx.Err())
 	}
 }
+
+// TestDaemonStartsWhileDatabaseDown: a `postbox relay` started while its PostgreSQL is stopped waits for it
+// (saying so once) instead of exiting, and publishes the messages committed before within a second of the
+// database accepting connections again, after a clean stop and after a crash (pg_ctl -m immediate: the server
+// answers "not yet accepting connections" while it recovers).
+func TestDaemonStartsWhileDatabaseDown(t *testing.T) {
+	bin := buildDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline())
+	defer cancel()
+	cluster := ownCluster(ctx, t)
+	w := newWorld(t, "daemondbdown", worldOptions{db: cluster.URL("chaos")})
+	rc := w.relayConfig()
+	accepting := func(ctx context.Context) bool {
+		conn, err := pgx.Connect(ctx, cluster.URL("chaos"))
+		if err != nil {
+			return false
+		}
+		_ = conn.Close(ctx)
+		return true
+	}
+	for _, mode := range []string{PGFast, PGImmediate} {
+		if err := w.commit(ctx, w.events(500, 0, 0, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.Stop(ctx, mode); err != nil {
+			t.Fatal(err)
+		}
+		d := startDaemon(t, bin, w.logs, "relay", "--db", rc.DB, "--table", rc.outbox(), "--inbox-table", rc.inbox(),
+			"--broker", w.nats.URL(), "--log-format", "json", "--log-level", "debug")
+		if err := d.await(ctx, "database unreachable at start"); err != nil {
+			t.Fatalf("after pg_ctl -m %s: %v", mode, err)
+		}
+		wait(ctx, time.Second) // the daemon keeps waiting
+		up := make(chan time.Time, 1)
+		go func() { up <- firstAccepted(ctx, accepting) }()
+		if err := cluster.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tUp := <-up
+		if err := d.await(ctx, "relay started"); err != nil {
+			t.Fatalf("after pg_ctl -m %s: %v", mode, err)
+		}
+		drain := w.drained(ctx, tUp)
+		first, ok := d.firstPublishAfter(tUp)
+		fmt.Printf("%s: started while PostgreSQL was stopped (-m %s): accepting again -> first publish %v, 500 messages drained %v after\n",
+			t.Name(), mode, first.Round(time.Millisecond), drain.Round(time.Millisecond))
+		if !ok || first > time.Second {
+			t.Errorf("after pg_ctl -m %s: first publish %v (published: %v) after PostgreSQL accepted connections; want within 1s", mode, first, ok)
+		}
+		if n := d.count("database unreachable at start"); n != 1 {
+			t.Errorf("after pg_ctl -m %s: the daemon logged that it waits %d times; want once", mode, n)
+		}
+		if err := d.stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -21,8 +21,8 @@ import (
 // reconnectParam is the broker URL parameter that overrides the pace's cap for that broker.
 const reconnectParam = "reconnect_max"
 
-// reconnectPace is how often an adapter tries to connect again: from base, doubling up to max, with the
-// project's jitter, and at base whenever the last attempt was refused. A refused connection says "not yet"
+// reconnectPace is how often an adapter (or the start-up wait for the database) tries to connect again: from
+// base, doubling up to max, with the project's jitter, and at base whenever the last attempt was refused. A refused connection says "not yet"
 // (the server's host answers and nothing listens yet: it is restarting) rather than "worse", as the relay treats
 // a refused database connection, so a broker that restarts is found within base of listening again; a refused
 // dial costs the server nothing.
@@ -43,7 +43,7 @@ func (p reconnectPace) delay(attempt int, last error) time.Duration {
 	if p.base <= 0 {
 		p = newReconnectPace(0) // the zero pace: the relay's default
 	}
-	if last == nil || refused(last) {
+	if last == nil || notYet(last) {
 		return backoff.Jitter(p.base)
 	}
 	return backoff.Delay(p.base, p.max, attempt)
@@ -69,8 +69,12 @@ func (p reconnectPace) fromURL(q url.Values) (reconnectPace, error) {
 // pace then grows as after any failure other than a refusal.
 var errNotRefused = errors.New("an attempt failed")
 
-// refused reports whether err is a refused connection.
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+// notYet reports whether err says "not yet" rather than "worse": a refused connection, or PostgreSQL's "not yet
+// accepting connections" (SQLSTATE 57P03, during start-up and crash recovery), as the relay reads them.
+func notYet(err error) bool {
+	var s interface{ SQLState() string }
+	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &s) && s.SQLState() == "57P03")
+}
 
 // awaitingPublisher holds the relay's probe of a broker that is down until the broker answers, for the adapters
 // whose Publish fails at once while their connection is down (RabbitMQ, MQTT, Redis). A relay whose broker is

@@ -258,7 +258,29 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if ro.startTimeout <= 0 {
 		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
 	}
-	if err := o.checkMigrated(ctx, db); err != nil {
+	// Served from here on, so that /readyz says why the relay is not ready while it waits for its database.
+	var srv *http.Server
+	serveErr := make(chan error, 1)
+	if ro.http != "" {
+		ln, err := net.Listen("tcp", ro.http)
+		if err != nil {
+			return fmt.Errorf("--http %s: %w", ro.http, err)
+		}
+		srv = newHTTPServer(relayHandler(newReadiness(db, rtr, rt.log), metrics))
+		go func() { serveErr <- srv.Serve(ln) }()
+		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				rt.log.Warn("http shutdown", "err", err)
+			}
+		}()
+	}
+	if err := awaitDatabase(ctx, rt.log, o, db, newReconnectPace(cfg.ErrorBackoffMax), ro.startTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing was claimed
+		}
 		return err
 	}
 	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
@@ -276,17 +298,6 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		rt.log.Info("WAL relay started", "slot", wr.Slot())
 	}
 
-	var srv *http.Server
-	serveErr := make(chan error, 1)
-	if ro.http != "" {
-		ln, err := net.Listen("tcp", ro.http)
-		if err != nil {
-			return fmt.Errorf("--http %s: %w", ro.http, err)
-		}
-		srv = newHTTPServer(relayHandler(newReadiness(db, rtr, rt.log), metrics))
-		go func() { serveErr <- srv.Serve(ln) }()
-		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
-	}
 
 	names := make([]string, 0)
 	for _, c := range rtr.conns() {
@@ -348,13 +359,6 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	<-cleanerDone
 	<-progressDone
 	rt.log.Info("relay stopping: in-flight batches settled", counts().stopAttrs()...)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			rt.log.Warn("http shutdown", "err", err)
-		}
-	}
 	return runErr
 }
 
