@@ -298,7 +298,6 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		rt.log.Info("WAL relay started", "slot", wr.Slot())
 	}
 
-
 	names := make([]string, 0)
 	for _, c := range rtr.conns() {
 		names = append(names, c.name)
