@@ -75,7 +75,10 @@ Prometheus format. None of them asks for credentials: bind a loopback or private
 
 Before it starts, the relay checks that the tables are migrated (exit 1 with the migrate command to run
 otherwise) and pings every broker until it answers or --start-timeout passes: a broker that never answers is
-named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. Running, it logs the
+named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. A database that does
+not answer yet (refused, unreachable, starting up) is waited for at the pace of --error-backoff-max, with one
+log line and /readyz answering 503 meanwhile; a database that answers and refuses (password, privileges, no such
+database) ends the relay at once. Running, it logs the
 brokers' disconnects and reconnects (NATS, RabbitMQ, MQTT), and while messages flow one 'relay progress' line at
 most every --progress-interval: messages published, failed and parked dead since the last line, then the ready
 messages still pending, the scheduled ones, and the lag (how long the oldest ready message has waited). With
