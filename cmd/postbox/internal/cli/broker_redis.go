@@ -23,6 +23,10 @@ func init() {
 // to go-redis (dial_timeout, read_timeout, pool_size, client_name, protocol, skip_verify...).
 var redisParams = []string{"stream_prefix", "maxlen", "maxage", "require_stream", reconnectParam}
 
+// redisBreakerDials is the pool size the daemon gives go-redis, for the threshold of its dial circuit breaker (see
+// openRedis); it costs a slice of that many pointers.
+const redisBreakerDials = 10000
+
 // openRedis returns a Redis Streams publisher for
 //
 //	redis[s]://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N|maxage=D&require_stream=true&reconnect_max=D]
@@ -72,6 +76,15 @@ func openRedis(_ context.Context, raw string, rt *runtime, o brokerOptions) (*br
 	}
 	// The relay's publish timeout then bounds each pipeline, not only the client's read timeout.
 	opts.ContextTimeoutEnabled = true
+	// go-redis's pool stops dialing, but for one attempt a second, once PoolSize connections in a row failed to
+	// dial (a circuit breaker): after an outage of more than a few seconds the relay would find Redis up to a
+	// second late. Unless the URL sizes the pool, the breaker's threshold is raised out of reach of any outage
+	// the relay's own pace could produce (a few dials a second). The pool opens connections only as commands
+	// need them, and the relay runs a few at a time (one pipeline per worker, and the pings), so it holds no
+	// more connections than before.
+	if !q.Has("pool_size") {
+		opts.PoolSize = redisBreakerDials
+	}
 	redis.SetLogger(redisLogger{rt.log})
 	rdb := redis.NewClient(opts)
 	pub, err := redisstream.NewPublisher(rdb, &cfg)
