@@ -258,6 +258,10 @@ With a config file that lists sources (see relay --help) and no --db, it shows o
 			if asJSON {
 				out := statusJSON(s, now)
 				out.Relays = relays
+				if st, ok := walSlot(ctx, o); ok {
+					out.WAL = &walSlotStatus{Slot: st.Slot, Active: st.Active, ConfirmedLSN: st.ConfirmedLSN,
+						RetainedBytes: st.RetainedBytes, LagBytes: st.LagBytes}
+				}
 				return writeJSON(rt.stdout, out)
 			}
 			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
@@ -333,6 +337,8 @@ type status struct {
 	Topics                  []topicStatus `json:"topics"`
 	// Relays are the relays' heartbeats (see relaysStatus); absent when the table set has none to read.
 	Relays []relayStatus `json:"relays,omitempty"`
+	// WAL is the WAL relay's replication slot, when the database is PostgreSQL and the slot exists.
+	WAL *walSlotStatus `json:"wal,omitempty"`
 }
 
 func statusJSON(s postbox.Stats, now time.Time) status {
