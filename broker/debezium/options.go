@@ -136,16 +136,28 @@ func ParseAdditional(s string) ([]Additional, error) {
 	return out, nil
 }
 
+// routerClass is the router's class name, the value of transforms.<name>.type.
+const routerClass = "io.debezium.transforms.outbox.EventRouter"
+
 // ParseProperties reads the router's settings from connector properties: the router's own names
-// ("route.by.field"), with or without a "transforms.<name>." prefix, and key.converter / value.converter class
-// names. Properties this package does not know are returned in unknown, so that a migration can list them.
+// ("route.by.field"), bare or under the "transforms.<name>." prefix of the transform whose type is the router,
+// and key.converter / value.converter class names. Properties this package does not know are returned in unknown, so that a migration can list them.
 func ParseProperties(props map[string]string) (o Options, unknown []string, err error) {
+	// The router's own prefix: transforms.<name>. of the transform whose type is the EventRouter. Other
+	// transforms' settings are not the router's.
+	prefix := ""
+	for k, v := range props {
+		if rest, ok := strings.CutPrefix(k, "transforms."); ok && strings.HasSuffix(rest, ".type") && strings.TrimSpace(v) == routerClass {
+			prefix = "transforms." + strings.TrimSuffix(rest, ".type") + "."
+		}
+	}
 	for k, v := range props {
 		name := k
-		if strings.HasPrefix(k, "transforms.") {
-			if i := strings.Index(k[len("transforms."):], "."); i >= 0 {
-				name = k[len("transforms.")+i+1:]
-			}
+		if prefix != "" && strings.HasPrefix(k, prefix) {
+			name = k[len(prefix):]
+		} else if strings.HasPrefix(k, "transforms.") {
+			unknown = append(unknown, k)
+			continue
 		}
 		v = strings.TrimSpace(v)
 		switch name {
@@ -184,7 +196,7 @@ func ParseProperties(props map[string]string) (o Options, unknown []string, err 
 		case "key.converter.schemas.enable", "value.converter.schemas.enable":
 			// Checked below, once the converters are known.
 		case "type":
-			if v != "io.debezium.transforms.outbox.EventRouter" {
+			if v != routerClass {
 				unknown = append(unknown, k)
 			}
 		default:

@@ -2,6 +2,7 @@ package debezium_test
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -466,10 +467,12 @@ func TestParseProperties(t *testing.T) {
 		"transforms.outbox.table.fields.additional.placement": "eventType:header:type",
 		"transforms.outbox.table.expand.json.payload":         "true",
 		"transforms.outbox.route.topic.replacement":           "${routedByValue}.events",
-		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
-		"value.converter.schemas.enable": "false",
-		"key.converter":                  "org.apache.kafka.connect.storage.StringConverter",
-		"plugin.name":                    "pgoutput",
+		"value.converter":                  "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable":   "false",
+		"key.converter":                    "org.apache.kafka.connect.storage.StringConverter",
+		"plugin.name":                      "pgoutput",
+		"transforms.unwrap.type":           "io.debezium.transforms.ExtractNewRecordState",
+		"transforms.unwrap.route.by.field": "not the router's",
 	}
 	o, unknown, err := debezium.ParseProperties(props)
 	if err != nil {
@@ -479,8 +482,12 @@ func TestParseProperties(t *testing.T) {
 		o.ValueConverter != debezium.ConverterJSON || len(o.Additional) != 1 || o.Additional[0] != (debezium.Additional{Field: "eventType", Placement: "header", Alias: "type"}) {
 		t.Errorf("ParseProperties = %+v", o)
 	}
-	if strings.Join(unknown, ",") != "plugin.name,transforms" && strings.Join(unknown, ",") != "transforms,plugin.name" {
-		t.Errorf("unknown = %v; want the connector's own properties, plugin.name and transforms", unknown)
+	sort.Strings(unknown)
+	if want := "plugin.name,transforms,transforms.unwrap.route.by.field,transforms.unwrap.type"; strings.Join(unknown, ",") != want {
+		t.Errorf("unknown = %v; want %s: the connector's own properties and another transform's", unknown, want)
+	}
+	if o.RouteByField != "" {
+		t.Errorf("RouteByField = %q, taken from another transform", o.RouteByField)
 	}
 	// JsonConverter writes schemas unless told not to: that layout is not reproduced, so it is refused.
 	delete(props, "value.converter.schemas.enable")
