@@ -10,6 +10,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.1.0
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
+	github.com/postbox-go/postbox/broker/debezium v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
@@ -80,7 +81,6 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/postbox-go/postbox/broker/debezium v0.1.0 // indirect
 	github.com/postbox-go/postbox/broker/natsbroker/embedded v0.1.0
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
