@@ -17,6 +17,12 @@ func newDebeziumRouter(o debezium.Options) (*debezium.Router, error) {
 			return nil, fmt.Errorf("table.fields.additional.placement %s:partition is not supported by kafkabroker; remove it and let the key choose the partition",
 				a.Field)
 		}
+		if a.Field == "timestamp" && a.Placement != debezium.PlacementPartition {
+			// Debezium writes a timestamp column as its connector's time.precision.mode says (epoch microseconds,
+			// ISO-8601 text…); guessing would send every message dead, so say it at start.
+			return nil, fmt.Errorf("table.fields.additional.placement %s:%s: the timestamp column (CreatedAt) cannot be placed, its form depends on the connector's time.precision.mode; put the form your consumers read in a message header and place that",
+				a.Field, a.Placement)
+		}
 	}
 	return debezium.New(o)
 }

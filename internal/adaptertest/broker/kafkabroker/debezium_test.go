@@ -130,6 +130,7 @@ func TestDebeziumPublisherConfigErrors(t *testing.T) {
 	for name, o := range map[string]debezium.Options{
 		"partition placement": {Additional: []debezium.Additional{{Field: "p", Placement: debezium.PlacementPartition}}},
 		"bad regex":           {RouteTopicRegex: "[a-"},
+		"timestamp placed":    {Additional: []debezium.Additional{{Field: "timestamp", Placement: debezium.PlacementHeader}}},
 	} {
 		_, err := kafkabroker.NewPublisher(cl, &kafkabroker.PublisherConfig{Debezium: &o})
 		if !errors.Is(err, postbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "Debezium") {
