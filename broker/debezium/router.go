@@ -22,10 +22,11 @@ type Header struct {
 type Message struct {
 	// Topic is route.topic.replacement applied to the route-by column.
 	Topic string
-	// Key is the key column through the key converter; nil when the column is NULL (a record without key).
+	// Key is the key column through the key converter. A NULL column is the 4 bytes null with JsonConverter
+	// (so such records share one key) and nil, a record without key, with the others.
 	Key []byte
 	// Value is the payload, or the envelope with the additional fields placed in it, through the value
-	// converter; nil for a tombstone.
+	// converter; nil for a tombstone. A NULL payload without the tombstone option is null with JsonConverter.
 	Value []byte
 	// Headers are "id" first, then the columns placed as headers, in the placement's order.
 	Headers []Header
@@ -248,9 +249,13 @@ func partitionOf(v any) (int32, error) {
 	return 0, fmt.Errorf("%v (%T) is not a 32-bit integer; the router reads the partition with getInt32", v, v)
 }
 
-// convert writes v as the converter c writes a value of its type.
+// convert writes v as the converter c writes a value of its type. A NULL column has an optional schema, which
+// JsonConverter writes as the JSON null; StringConverter and the binary converters write no bytes at all.
 func convert(c Converter, v any) ([]byte, error) {
 	if v == nil {
+		if c == ConverterJSON {
+			return []byte("null"), nil
+		}
 		return nil, nil
 	}
 	switch c {

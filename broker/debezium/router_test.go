@@ -107,11 +107,25 @@ func TestRouteMatchesTheRouter(t *testing.T) {
 				Headers: []debezium.Header{idHeader(userID)}},
 		},
 		{
-			// Docs, table.field.event.key: "When this column contains a value, the SMT uses that value as the
-			// key": a NULL key column gives a record without key.
-			name: "NULL key column",
+			// A NULL key column is a null of the column's optional schema, which Kafka's JsonConverter writes as
+			// the JSON null (its convertToJson: an optional schema's null value is a NullNode).
+			name: "NULL key column, JsonConverter",
+			row:  with(userRow(), "aggregateid", nil),
+			want: debezium.Message{Topic: "outbox.event.User", Key: []byte(`null`), Value: []byte(`"{}"`), Headers: []debezium.Header{idHeader(userID)}},
+		},
+		{
+			// StringConverter writes a null as no bytes: a record without key.
+			name: "NULL key column, StringConverter",
+			opts: debezium.Options{KeyConverter: debezium.ConverterString},
 			row:  with(userRow(), "aggregateid", nil),
 			want: debezium.Message{Topic: "outbox.event.User", Value: []byte(`"{}"`), Headers: []debezium.Header{idHeader(userID)}},
+		},
+		{
+			// Without route.tombstone.on.empty.payload a NULL payload is no tombstone: the value is the payload's
+			// null, which JsonConverter writes as null.
+			name: "NULL payload without the tombstone option",
+			row:  with(userRow(), "payload", nil),
+			want: debezium.Message{Topic: "outbox.event.User", Key: []byte(`"10711fa5"`), Value: []byte(`null`), Headers: []debezium.Header{idHeader(userID)}},
 		},
 		{
 			// EventRouterTest.canInfluenceTableColumnTypes: integer id and key keep their type (key 1232, header
