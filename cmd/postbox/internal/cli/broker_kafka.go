@@ -27,7 +27,7 @@ func init() { brokerSchemes["kafka"] = openKafka }
 const kafkaDefaultPort = "9092"
 
 // kafkaParams are the query parameters of a kafka:// URL.
-var kafkaParams = []string{"topic_prefix", "client_id", "tls", "sasl", "delivery_timeout", reconnectParam}
+var kafkaParams = []string{"topic_prefix", "client_id", "tls", "sasl", "delivery_timeout", reconnectParam, "debezium"}
 
 // kafkaSASL are the SASL mechanisms a kafka:// URL with a user and password can log in with.
 var kafkaSASL = map[string]func(user, pass string) sasl.Mechanism{
@@ -40,7 +40,9 @@ var kafkaSASL = map[string]func(user, pass string) sasl.Mechanism{
 //
 //	kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D&reconnect_max=D]
 //
-// Each message becomes a record on topic P + topic, keyed by the message key. With a user and password the
+// Each message becomes a record on topic P + topic, keyed by the message key. With debezium=defaults, or
+// debezium=PATH of a Debezium connector's configuration, records take the layout of Debezium's Outbox Event
+// Router instead (kafkaDebezium, docs/DEBEZIUM.md). With a user and password the
 // client logs in with SASL (sasl=plain by default, or scram-sha-256, scram-sha-512); tls=true connects with TLS.
 // The topics must exist, unless the cluster creates them on first use. franz-go holds a record and retries its
 // request until it is delivered (or delivery_timeout, or the relay's publish timeout): the retries back off at
@@ -95,11 +97,17 @@ func openKafka(_ context.Context, raw string, _ *runtime, o brokerOptions) (*bro
 		}
 		opts = append(opts, kgo.RecordDeliveryTimeout(d))
 	}
+	cfg := kafkabroker.PublisherConfig{TopicPrefix: q.Get("topic_prefix"), Source: o.source}
+	if v := q.Get("debezium"); v != "" {
+		if cfg.Debezium, err = kafkaDebezium(v); err != nil {
+			return fail("%v", err)
+		}
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fail("%v", err)
 	}
-	pub, err := kafkabroker.NewPublisher(cl, &kafkabroker.PublisherConfig{TopicPrefix: q.Get("topic_prefix"), Source: o.source})
+	pub, err := kafkabroker.NewPublisher(cl, &cfg)
 	if err != nil {
 		cl.Close()
 		return fail("%v", err)
