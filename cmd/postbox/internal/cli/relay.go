@@ -32,10 +32,12 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       and subjects the relay creates or updates that stream at start-up; otherwise the streams must exist.
       nats:// uses TLS only when the server offers it; tls://host:4222, tls=true or ca_file (certificates to
       trust, PEM) require it.
-  kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
+  kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D&debezium=PATH]
       Kafka, with franz-go's idempotent producer: a record on topic P + topic, keyed by the message key, with
       the message ID in the ce_id header. A user and password log in with SASL (sasl=plain by default,
-      scram-sha-256 or scram-sha-512). The topics must exist unless the cluster creates them.
+      scram-sha-256 or scram-sha-512). The topics must exist unless the cluster creates them. debezium=PATH
+      (a Debezium connector's configuration, JSON or .properties) or debezium=defaults writes each message as
+      Debezium's Outbox Event Router would write its row (docs/DEBEZIUM.md).
   amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true]
       RabbitMQ: published to topic exchange X (default amq.topic) with the topic as routing key, the message ID
       as message-id, persistent unless transient=true, with publisher confirms and the mandatory flag: a message
