@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,7 +295,10 @@ func testReplay[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 
 func testResendEdited[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	ctx := context.Background()
-	c := Client(t, newDriver(t), nil)
+	var logs lockedLog
+	cfg := Tables(nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	c := Client(t, newDriver(t), cfg)
 	enqueue(t, c, postbox.Message{Topic: "poison", Type: "order.created", Key: "k", Payload: []byte(`{"bad":1}`),
 		Headers: map[string]string{"x-tenant": "acme"}})
 	drain(t, relay(t, c, poisonRecorder(), nil))
@@ -308,12 +314,34 @@ func testResendEdited[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	}
 	r, err := c.FindMessage(ctx, id)
 	if err != nil || r.Status != postbox.StatusPending || string(r.Payload) != `{"good":1}` ||
-		r.Headers[postbox.HeaderReplayOf] != dead[0].ID || r.Headers["x-tenant"] != "acme" || r.Key != "k" {
+		r.Headers[postbox.HeaderReplayOf] != dead[0].ID || r.Headers["x-tenant"] != "acme" || r.Key != "k" ||
+		r.Headers[postbox.HeaderEditedBy] != "ops" {
 		t.Fatalf("resent record = %+v, %v; want the edited payload, the original's headers and %s=%s", r, err,
 			postbox.HeaderReplayOf, dead[0].ID)
 	}
 	if dead[0].Headers[postbox.HeaderReplayOf] != "" {
 		t.Fatal("ResendEdited changed the caller's headers")
+	}
+	// The log says what changed, old and new, with digests of the payloads rather than the payloads.
+	if line := logs.String(); !strings.Contains(line, "old_topic=poison") || !strings.Contains(line, "topic=orders") ||
+		!strings.Contains(line, "old_payload_sha256=") || strings.Contains(line, `{"good":1}`) {
+		t.Errorf("the resend's log line does not say what changed (old and new topic, payload digests):\n%s", line)
+	}
+	// The client's event registry checks the edited copy as it checks any enqueue.
+	reg, err := postbox.NewRegistry(postbox.EventType{Type: "order.created", Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := Tables(nil)
+	strict.Table, strict.InboxTable, strict.Registry = c.Config().Table, c.Config().InboxTable, reg
+	sc, err := postbox.NewClient(newDriver(t), strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := m
+	wrong.Topic = "invoices"
+	if _, err := sc.ResendEdited(ctx, dead[0].ID, wrong, "ops"); err == nil {
+		t.Error("ResendEdited sent a copy on a topic the event registry refuses for its type")
 	}
 	if _, err := c.ResendEdited(ctx, "nope", m, ""); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("ResendEdited(bad original) = %v, want ErrInvalidConfig", err)
@@ -634,4 +662,22 @@ func testInboxView[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	if _, err := c.InboxView(ctx, "", time.Time{}, 0); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("InboxView(no consumer) = %v, want ErrInvalidConfig", err)
 	}
+}
+
+// lockedLog is a log destination safe for concurrent writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

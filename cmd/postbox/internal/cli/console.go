@@ -88,11 +88,17 @@ that does not answer at start is shown as down, and tried again at each sample.`
 			if (cfg.User == "") != (cfg.Password == "") {
 				return usageErrorf("set both %s and %s, or neither", envConsoleUser, envConsolePassword)
 			}
+			// The config file's event registry checks what an operator edits and sends, as it checks what
+			// the relay publishes.
+			reg, err := rt.file.registry()
+			if err != nil {
+				return err
+			}
 			names := map[string]int{}
 			for _, u := range urls {
 				cfg.Secrets = append(cfg.Secrets, urlSecrets(u)...)
 				o.url = u
-				db, err := o.open(ctx, rt, nil)
+				db, err := o.open(ctx, rt, reg)
 				if err != nil {
 					return err
 				}
