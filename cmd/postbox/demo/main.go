@@ -2,7 +2,7 @@
 // NATS JetStream server in a temporary directory. It is a command of its own, apart from the postbox relay, so that
 // the relay binary links no server and trying Postbox builds only what the demo runs.
 //
-//	go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+//	go run ./cmd/postbox/demo      (from a clone of the repository, or make demo)
 //	go run ./cmd/postbox/demo --orders 20000 --duplicates 25
 //	go run ./cmd/postbox/demo --json | jq .lost
 //

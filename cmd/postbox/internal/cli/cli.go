@@ -215,7 +215,8 @@ Secrets in URLs (passwords, token parameters) are never printed.
 
 Exit codes: 0 success, 1 run-time failure, 2 usage error.
 
-New to Postbox? See it at work with no set-up: go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+New to Postbox? See it at work with no set-up, from a clone of the repository: go run ./cmd/postbox/demo
+(or make demo). The README's Install section says how to install this command and use the library.
 `)
 }
 

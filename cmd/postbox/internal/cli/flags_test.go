@@ -252,3 +252,17 @@ func TestConfigFilePermissions(t *testing.T) {
 		}
 	}
 }
+
+// No version of Postbox is published yet, so a help text that advertises `go run …@latest` sends a new user to a
+// command that fails (issue 35): postbox --help must name the demo's command that works in a clone, and that
+// command's package must exist there.
+func TestHelpAdvertisesOnlyWhatWorks(t *testing.T) {
+	r := run(t, nil, "--help")
+	if strings.Contains(r.stdout, "@latest") {
+		t.Errorf("postbox --help advertises an @latest command, which fails while no version is published:\n%s", r.stdout)
+	}
+	mustContain(t, "postbox --help", r.stdout, "go run ./cmd/postbox/demo", "make demo", "Install section")
+	if _, err := os.Stat(filepath.Join("..", "..", "demo", "main.go")); err != nil {
+		t.Errorf("postbox --help advertises go run ./cmd/postbox/demo, but the package is not there: %v", err)
+	}
+}
