@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -56,6 +57,22 @@ func lookup(name string) *command {
 	}
 	return nil
 }
+
+// commandActions returns the actions a command's synopsis lists before its flags ("up|status|sql --db URL" gives
+// up, status and sql; "pause|resume TOPIC … | list …" gives pause, resume and list), or nil for a command that
+// takes none.
+func commandActions(c *command) []string {
+	var actions []string
+	words := strings.Fields(c.synopsis)
+	for i, w := range words {
+		if (i == 0 || words[i-1] == "|") && actionWords.MatchString(w) {
+			actions = append(actions, strings.Split(w, "|")...)
+		}
+	}
+	return actions
+}
+
+var actionWords = regexp.MustCompile(`^[a-z][a-z-]*(\|[a-z][a-z-]*)*$`)
 
 // runtime is what a running command uses to talk to the world.
 type runtime struct {
