@@ -67,6 +67,11 @@ to existing tables too.`,
 			if o.partitioned && dbScheme(o.url) == "sqlite" {
 				return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
 			}
+			if args[0] == "status" {
+				if err := o.sqliteMissing(); err != nil { // only migrate up creates the file
+					return err
+				}
+			}
 			db, err := o.open(ctx, rt, nil)
 			if err != nil {
 				return err
