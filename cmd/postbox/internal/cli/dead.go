@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/user"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -85,7 +86,7 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 				*fl.t = t
 			}
 			if actor == "" {
-				actor = rt.env("USER")
+				actor = defaultActor(rt)
 			}
 			for _, id := range ids {
 				if err := checkFlagText("--id", id); err != nil {
@@ -108,8 +109,9 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 			// refused names the flag of a refused filter.
 			refused := func(err error) error {
 				for _, id := range ids {
-					if errors.Is(err, postbox.ErrInvalidConfig) && strings.Contains(err.Error(), strconv.Quote(id)) {
-						return usageErrorf("--id %s: %v", printable(id), err)
+					if i := strings.Index(err.Error(), strconv.Quote(id)); errors.Is(err, postbox.ErrInvalidConfig) && i >= 0 {
+						// The flag and what is wrong with it, not the library's "invalid config: dead-letter filter".
+						return usageErrorf("--id %s: %s", printable(id), err.Error()[i:])
 					}
 				}
 				return invalidAsUsage(err)
@@ -274,4 +276,18 @@ func versionInfo() version {
 		}
 	}
 	return v
+}
+
+// defaultActor is who an operation is logged as when --actor is not given: $USER, $LOGNAME, the account the
+// process runs as, so that an operations log never says actor="".
+func defaultActor(rt *runtime) string {
+	for _, name := range []string{"USER", "LOGNAME"} {
+		if v := rt.env(name); v != "" {
+			return v
+		}
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown (give --actor)"
 }

@@ -98,8 +98,12 @@ to existing tables too.`,
 				}
 				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
-				pending := 0
+				pending, next := 0, 1
 				for _, s := range states {
+					for ; next < s.Version; next++ { // a migration these tables do not use: say so, not nothing
+						fmt.Fprintf(tw, "%04d\t%s\t%s\n", next, "-", "not used without --ordered (migrate up --ordered adds it)")
+					}
+					next = s.Version + 1
 					applied := "no"
 					if s.Applied {
 						applied = s.AppliedAt.UTC().Format(time.RFC3339)
@@ -110,7 +114,7 @@ to existing tables too.`,
 				}
 				tw.Flush()
 				if pending > 0 {
-					fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run postbox migrate up\n", pending)
+					fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run %s\n", pending, o.migrateCommand())
 				}
 				return nil
 			case "sql":

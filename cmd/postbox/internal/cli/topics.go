@@ -50,7 +50,7 @@ are logged and recorded with --actor, by default the USER environment variable.`
 				return usageErrorf("unknown topics action %q: use pause, resume or list", printable(action))
 			}
 			if actor == "" {
-				actor = rt.env("USER")
+				actor = defaultActor(rt)
 			}
 			if err := checkFlagText("--actor", actor); err != nil {
 				return err
