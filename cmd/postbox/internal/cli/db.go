@@ -106,6 +106,10 @@ func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
 
 // open returns a client on the database; it does no I/O, so a wrong address shows on first use.
 func (o dbOptions) open(ctx context.Context, rt *runtime, reg *postbox.Registry) (database, error) {
+	if o.url == "" && rt.file != nil && rt.file.sources != nil {
+		return nil, usageErrorf("--db is required: this command works on one database and reads no sources list (relay, "+
+			"status and migrate do); give --db the URL of one of the sources in %s", rt.file.path)
+	}
 	if o.url == "" {
 		return nil, usageErrorf("--db is required: a database URL such as %s (or set POSTBOX_DB)", dbURLForms)
 	}
