@@ -28,7 +28,8 @@ counts them, up to --limit (100000 by default). 'dead retry' makes the selected 
 with their attempts reset. 'dead purge' deletes them. A message is selected when it matches every filter given:
 --topic, --type, --key, --error (a literal, case-sensitive part of the last error), --failed-from and
 --failed-before (RFC 3339 times bounding the last failure), --id (repeatable). retry and purge need a filter, or
---all, so that nothing is changed by accident; they are logged with --actor (default: $USER).`,
+--all, so that nothing is changed by accident; they are logged with --actor (default: $USER, else the account
+running postbox).`,
 	examples: []string{
 		"postbox dead list --db postgres://localhost/app --topic orders",
 		"postbox dead retry --db postgres://localhost/app --id 0190f6e4-3b7a-7c3d-8e4f-123456789abc",
@@ -52,7 +53,7 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 		f.String(&before, "failed-before", "", "", "TIME", "only dead messages that last failed before this RFC 3339 time")
 		f.String(&after, "after", "", "", "UUID", "list the messages after this one (the last ID of the previous listing)")
 		f.Bool(&newest, "newest", "", "list newest first")
-		f.String(&actor, "actor", "", "", "NAME", "who retries or purges, for the log (default: $USER)")
+		f.String(&actor, "actor", "", "", "NAME", "who retries or purges, for the log (default: $USER, else the account running postbox)")
 		f.List(&ids, "id", "", "UUID", "only this dead message")
 		f.Bool(&all, "all", "", "every dead message")
 		f.Int(&limit, "limit", 0, "list at most this many (0: no limit), or count up to this many (0: 100000)")
