@@ -269,3 +269,48 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestDocsConfigFileLoads loads the config file docs/DEPLOY.md shows (the yaml block under its
+// <!-- config: postbox.yaml --> line) and builds its event registry, so the documented format of `events` cannot
+// drift from what the CLI reads.
+func TestDocsConfigFileLoads(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(docsRoot, "docs", "DEPLOY.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- config: postbox.yaml -->\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/DEPLOY.md has no ```yaml block under <!-- config: postbox.yaml -->")
+	}
+	yamlText, _, _ := strings.Cut(rest, "```")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "postbox.yaml")
+	if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The schema_file the example names, relative to the config file.
+	if err := os.MkdirAll(filepath.Join(dir, "schemas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schemas", "order-cancelled.json"), []byte(`{"type": "object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := loadConfigFile(path)
+	if err != nil {
+		t.Fatalf("the config file of docs/DEPLOY.md does not load: %v", err)
+	}
+	reg, err := fc.registry()
+	if err != nil || reg == nil {
+		t.Fatalf("the events of docs/DEPLOY.md's config file make no registry: %v", err)
+	}
+	for _, typ := range []string{"order.created", "order.cancelled"} {
+		if _, ok := reg.Lookup(typ); !ok {
+			t.Errorf("the registry from docs/DEPLOY.md has no event type %s", typ)
+		}
+	}
+	for _, key := range []string{"db", "broker", "route", "http", "batch-size"} {
+		if _, ok := fc.values[key]; !ok {
+			t.Errorf("docs/DEPLOY.md's config file: key %s not read", key)
+		}
+	}
+}
