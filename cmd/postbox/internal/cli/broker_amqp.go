@@ -65,5 +65,16 @@ func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return awaitBroker(ownConn(raw, pub), pace), nil
+	conn := ownConn(raw, pub)
+	ping := conn.ping
+	conn.ping = func(ctx context.Context) error {
+		err := ping(ctx)
+		// RabbitMQ answered, and refused: a wrong user or password (403 ACCESS_REFUSED), or a virtual host the
+		// user may not open (530 NOT_ALLOWED). No retry fixes it, and it is not "unreachable".
+		if err != nil && (strings.Contains(err.Error(), "Exception (403)") || strings.Contains(err.Error(), "Exception (530)")) {
+			return &refusedError{err: err, fix: "check the user, password and virtual host in the URL"}
+		}
+		return err
+	}
+	return awaitBroker(conn, pace), nil
 }

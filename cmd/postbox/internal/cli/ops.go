@@ -64,58 +64,84 @@ to existing tables too.`,
 			if o.url == "" && args[0] == "sql" {
 				return usageErrorf("migrate sql needs --dialect postgres, mysql or sqlite (or a --db URL, never connected to)")
 			}
-			if o.partitioned && dbScheme(o.url) == "sqlite" {
-				return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
-			}
-			db, err := o.open(ctx, rt, nil)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			switch args[0] {
-			case "up":
-				applied, err := db.Migrate(ctx)
-				if err != nil {
-					return err
+			migrateOne := func(o dbOptions) error {
+				if o.partitioned && dbScheme(o.url) == "sqlite" {
+					return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
 				}
-				if len(applied) == 0 {
-					fmt.Fprintln(rt.stdout, "up to date: no migration to apply")
-					return nil
-				}
-				for _, v := range applied {
-					fmt.Fprintf(rt.stdout, "applied migration %04d\n", v)
-				}
-				return nil
-			case "status":
-				states, err := db.MigrationStatus(ctx)
-				if err != nil {
-					return err
-				}
-				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
-				pending := 0
-				for _, s := range states {
-					applied := "no"
-					if s.Applied {
-						applied = s.AppliedAt.UTC().Format(time.RFC3339)
-					} else {
-						pending++
+				if args[0] == "status" {
+					if err := o.sqliteMissing(); err != nil { // only migrate up creates the file
+						return err
 					}
-					fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, printable(s.Name), applied)
 				}
-				tw.Flush()
-				if pending > 0 {
-					fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run postbox migrate up\n", pending)
+				db, err := o.open(ctx, rt, nil)
+				if err != nil {
+					return err
 				}
-				return nil
-			case "sql":
-				for _, m := range db.Migrations() {
-					fmt.Fprintf(rt.stdout, "-- postbox migration %04d: %s (%s)\n%s\n", m.Version, m.Name, db.Dialect(), strings.TrimSpace(m.SQL))
+				defer db.Close()
+				switch args[0] {
+				case "up":
+					applied, err := db.Migrate(ctx)
+					if err != nil {
+						return err
+					}
+					if len(applied) == 0 {
+						fmt.Fprintln(rt.stdout, "up to date: no migration to apply")
+						return nil
+					}
+					for _, v := range applied {
+						fmt.Fprintf(rt.stdout, "applied migration %04d\n", v)
+					}
+					return nil
+				case "status":
+					states, err := db.MigrationStatus(ctx)
+					if err != nil {
+						return err
+					}
+					tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
+					pending, next := 0, 1
+					for _, s := range states {
+						for ; next < s.Version; next++ { // a migration these tables do not use: say so, not nothing
+							fmt.Fprintf(tw, "%04d\t%s\t%s\n", next, "-", "not used without --ordered (migrate up --ordered adds it)")
+						}
+						next = s.Version + 1
+						applied := "no"
+						if s.Applied {
+							applied = s.AppliedAt.UTC().Format(time.RFC3339)
+						} else {
+							pending++
+						}
+						fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, printable(s.Name), applied)
+					}
+					tw.Flush()
+					if pending > 0 {
+						fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run %s\n", pending, o.migrateCommand())
+					}
+					return nil
+				case "sql":
+					for _, m := range db.Migrations() {
+						fmt.Fprintf(rt.stdout, "-- postbox migration %04d: %s (%s)\n%s\n", m.Version, m.Name, db.Dialect(), strings.TrimSpace(m.SQL))
+					}
+					return nil
+				default:
+					return usageErrorf("unknown migrate action %q: use up, status or sql", args[0])
 				}
-				return nil
-			default:
-				return usageErrorf("unknown migrate action %q: use up, status or sql", args[0])
 			}
+			if o.url == "" && args[0] != "sql" && rt.file != nil && rt.file.sources != nil {
+				// The config file's sources, as the relay serves them: each database migrated, or shown, in turn.
+				specs, err := sourceSpecs(o, nil, 0, rt.file)
+				if err != nil {
+					return err
+				}
+				for _, s := range specs {
+					fmt.Fprintf(rt.stdout, "== source %s\n", s.Name)
+					if err := migrateOne(s.options(o)); err != nil {
+						return fmt.Errorf("source %s: %w", s.Name, err)
+					}
+				}
+				return nil
+			}
+			return migrateOne(o)
 		}
 	},
 }
