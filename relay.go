@@ -65,7 +65,7 @@ type claimer interface {
 // RelayStats are a relay's running totals since it was made.
 type RelayStats struct {
 	Published int64 // messages the broker acknowledged
-	Failed    int64 // failed publish attempts that will be retried
+	Failed    int64 // failed publish attempts that will be retried, a destination's refusals while down included
 	Dead      int64 // messages parked as dead
 	Batches   int64 // batches settled
 	Errors    int64 // failed claims and settles, and lost listening connections (database trouble); retried
@@ -335,7 +335,7 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 	cancel()
 
 	st := driver.Settlement{Keep: r.cfg.KeepPublished, Now: clock.Now().UTC(), Published: make([]string, 0, len(recs))}
-	var dead, held int64
+	var dead, held, tried int64
 	errs, deadFlags := make([]error, len(recs)), make([]bool, len(recs))
 	for i, v := range verdicts {
 		rec := recs[i]
@@ -346,6 +346,9 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 			continue
 		case VerdictHeld:
 			held++
+			if !errors.Is(v.Err, ErrDestinationDown) {
+				tried++ // its destination refused it as unavailable: a failed attempt, though it costs none
+			}
 		case VerdictDead:
 			dead++
 			deadFlags[i] = true
@@ -385,7 +388,7 @@ func (r *Relay) runOnce(ctx context.Context, limit int, chain *driver.Claim, loo
 	}
 	r.stats.batches.Add(1)
 	r.stats.published.Add(int64(len(st.Published)))
-	r.stats.failed.Add(int64(len(st.Failed)) - dead - held)
+	r.stats.failed.Add(int64(len(st.Failed)) - dead - held + tried)
 	r.stats.dead.Add(dead)
 	if len(st.Published) > 0 {
 		r.lastPublished.Store(clock.Now().UnixNano())

@@ -32,6 +32,7 @@ func TestDaemonWALCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 600
+	t.Setenv("POSTBOX_WAL_SECRET", string(walSecret)) // the scenario's clients sign with it (walDriver)
 	d := startDaemon(t, bin, w.logs, "relay", "--db", rc.DB, "--table", rc.outbox(), "--inbox-table", rc.inbox(),
 		"--broker", w.nats.URL(), "--wal", "--progress-interval", "200ms", "--log-format", "json")
 	if err := d.await(ctx, "WAL relay started"); err != nil {

@@ -61,6 +61,7 @@ func (l *lockedBuffer) await(ctx context.Context, t *testing.T, re *regexp.Regex
 // route went down are published within a second, /readyz, /metrics and `postbox status` (from the relay's heartbeat)
 // name the down destination, and the daemon never says that it cannot work.
 func TestPartialDaemonRoute(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	bin := buildDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()

@@ -385,12 +385,14 @@ func (p *partial) run(ctx context.Context, relay *postbox.Relay) func() {
 // topic keeps its latency, nothing is lost, and the down destination's messages flow again within a second of
 // its return.
 func TestPartialDestinationDown(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	partialDown(t, false)
 }
 
 // TestPartialDestinationDownOrdered: the same in ordered mode. Only the down destination's keys wait, and no key
 // is ever received out of order.
 func TestPartialDestinationDownOrdered(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	partialDown(t, true)
 }
 
@@ -446,6 +448,7 @@ func partialDown(t *testing.T, ordered bool) {
 // TestPartialDestinationFailing: one destination answers HTTP 500 for 8 s: a failure, not an outage. Its messages
 // are retried with their backoff and parked as dead after MaxAttempts; the healthy topic is unaffected.
 func TestPartialDestinationFailing(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	p := newPartial(ctx, t, "fail", false)
@@ -499,6 +502,7 @@ func TestPartialDestinationFailing(t *testing.T) {
 // TestPartialDestinationSlow: one destination takes 2 s per request for 8 s. It holds at most one claim at a
 // time, so the healthy topic is unaffected, and its own messages are all delivered.
 func TestPartialDestinationSlow(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	p := newPartial(ctx, t, "slow", false)

@@ -24,6 +24,7 @@ import (
 // the slot retains stays bounded (the down destination's messages are spilled into the table after SpillAfter,
 // where the table relay beside it publishes them once the destination is back); nothing is lost.
 func TestPartialWAL(t *testing.T) {
+	t.Parallel() // each compares its own phases: run beside the other partial scenarios to keep the suite short
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	cluster := ownCluster(ctx, t, walSettings...)
