@@ -48,6 +48,13 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       Application Default Credentials or credentials_file; with PUBSUB_EMULATOR_HOST=host:port set, the
       emulator is used instead. The topics must exist. /readyz does not check Pub/Sub, since every call that
       would needs more than the publisher's permission.
+  sqs://[REGION][?queue_prefix=P&queue_suffix=.fifo&queue_url=URL&default_group=G&max_message_bytes=N&endpoint=URL]
+      Amazon SQS: each message to queue P + topic + suffix (or to queue_url), 10 per SendMessageBatch. On a
+      FIFO queue (suffix .fifo) the key is the MessageGroupId (default_group, default "postbox", without a key)
+      and the message ID the MessageDeduplicationId, so SQS drops repeats within 5 minutes. The region is
+      REGION or AWS_REGION; credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, the
+      instance or task role) and need sqs:GetQueueUrl and sqs:SendMessage; endpoint or AWS_ENDPOINT_URL_SQS
+      replaces SQS's. The queues must exist.
   redis://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N&maxage=D&require_stream=true]
       Redis Streams: each message is added (XADD) to stream P + topic. maxlen (entries) or maxage (such as
       72h) trims each stream as it grows; an entry trimmed before a consumer group read it is lost to that
