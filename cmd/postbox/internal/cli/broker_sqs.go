@@ -111,4 +111,3 @@ func firstOf(vs ...string) string {
 	}
 	return ""
 }
-
