@@ -87,6 +87,9 @@
 //	                        subject token with KeyInSubject      repeats within Duplicates)     term
 //	broker/redisstream      ce_partitionkey field                ce_id field (Redis does not    XACK / left pending, claimed
 //	                                                             dedup)                         after the delay / XACK, dropped
+//	broker/sqsbroker        MessageGroupId on FIFO queues;       MessageDeduplicationId on      DeleteMessage / visibility
+//	                        ce-partitionkey attribute            FIFO queues (SQS drops         timeout set to the delay /
+//	                                                             repeats within 5 minutes)      DeleteMessage, dropped
 //	broker/watermillbridge  ce_partitionkey metadata             watermill UUID and ce_id       the watermill router's (the
 //	                                                             (per the watermill broker)     inbox middleware returns errors)
 //	broker/webhook          ce-partitionkey header; one          ce-id header (the receiver's   2xx / 503 with Retry-After /
@@ -100,6 +103,7 @@
 //	mqttbroker.NewPublisher(cfg *PublisherConfig)                          mqttbroker.NewSubscriber(cfg *SubscriberConfig)
 //	natsbroker.NewPublisher(jetstream.JetStream, cfg *PublisherConfig)     natsbroker.NewSubscriber(jetstream.Consumer, cfg *SubscriberConfig)
 //	redisstream.NewPublisher(redis.Cmdable, cfg *PublisherConfig)          redisstream.NewSubscriber(redis.UniversalClient, cfg *SubscriberConfig)
+//	sqsbroker.NewPublisher(*sqs.Client, cfg *PublisherConfig)             sqsbroker.NewSubscriber(*sqs.Client, cfg *SubscriberConfig)
 //	watermillbridge.NewPublisher(message.Publisher, cfg *PublisherConfig)  watermillbridge.NewMiddleware(*postbox.Consumer, cfg *MiddlewareConfig)
 //	webhook.NewPublisher(cfg *PublisherConfig)                             webhook.NewReceiver(cfg *ReceiverConfig), an http.Handler
 package broker
