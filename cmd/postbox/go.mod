@@ -7,6 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
@@ -19,6 +20,7 @@ require (
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
 	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/redisstream v0.1.0
+	github.com/postbox-go/postbox/broker/snsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/sqsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/webhook v0.1.0
 	github.com/postbox-go/postbox/driver/databasesql v0.1.0

@@ -6,11 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/postbox-go/postbox/broker/sqsbroker"
@@ -55,35 +52,9 @@ func openSQS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*br
 		}
 		cfg.MaxMessageBytes = n
 	}
-	region := firstOf(u.Host, rt.env("AWS_REGION"), rt.env("AWS_DEFAULT_REGION"))
-	var opts []func(*awsconfig.LoadOptions) error
-	if region != "" {
-		opts = append(opts, awsconfig.WithRegion(region))
-	}
-	if p := rt.env("AWS_PROFILE"); p != "" {
-		opts = append(opts, awsconfig.WithSharedConfigProfile(p))
-	}
-	if id, secret := rt.env("AWS_ACCESS_KEY_ID"), rt.env("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, rt.env("AWS_SESSION_TOKEN"))))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	awsCfg, endpoint, err := loadAWSConfig(ctx, u.Host, q.Get("endpoint"), "SQS", "sqs:SendMessage and sqs:GetQueueUrl on the queues", rt)
 	if err != nil {
-		return fail("loading the AWS configuration: %v; check AWS_PROFILE and the shared config file", err)
-	}
-	if awsCfg.Region == "" {
-		return fail("no AWS region: write sqs://REGION (such as sqs://eu-west-1), or set AWS_REGION")
-	}
-	endpoint := firstOf(q.Get("endpoint"), rt.env("AWS_ENDPOINT_URL_SQS"), rt.env("AWS_ENDPOINT_URL"))
-	if endpoint != "" {
-		if e, err := url.Parse(endpoint); err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return fail("endpoint %q: write an http:// or https:// URL, such as https://sqs.eu-west-1.amazonaws.com", endpoint)
-		}
-	}
-	// The default chain finds no credentials only on the first call: find out now, in the user's words.
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := awsCfg.Credentials.Retrieve(cctx); err != nil {
-		return fail("no AWS credentials (%v): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role that may sqs:SendMessage and sqs:GetQueueUrl on the queues", err)
+		return fail("%v", err)
 	}
 	c := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
 		if endpoint != "" {
@@ -100,14 +71,4 @@ func openSQS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*br
 		// No ping: every SQS call that would prove the queues reachable needs a permission beyond sending.
 		close: func(context.Context) error { return pub.Close() },
 	}, nil
-}
-
-// firstOf returns the first non-empty string of vs.
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -55,6 +55,11 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       REGION or AWS_REGION; credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, the
       instance or task role) and need sqs:GetQueueUrl and sqs:SendMessage; endpoint or AWS_ENDPOINT_URL_SQS
       replaces SQS's. The queues must exist.
+  sns://[REGION]?account=ID[&topic_prefix=P&topic_suffix=.fifo&topic_arn=ARN&default_group=G&endpoint=URL]
+      Amazon SNS: each message to topic arn:aws:sns:REGION:ID:P + topic + suffix (or to topic_arn), 10 per
+      PublishBatch, with the same key, dedup and attributes as sqs://; subscribe SQS queues with raw message
+      delivery. Credentials need sns:Publish; endpoint or AWS_ENDPOINT_URL_SNS replaces SNS's. The topics must
+      exist.
   redis://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N&maxage=D&require_stream=true]
       Redis Streams: each message is added (XADD) to stream P + topic. maxlen (entries) or maxage (such as
       72h) trims each stream as it grows; an entry trimmed before a consumer group read it is lost to that
