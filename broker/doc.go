@@ -87,6 +87,8 @@
 //	                        subject token with KeyInSubject      repeats within Duplicates)     term
 //	broker/redisstream      ce_partitionkey field                ce_id field (Redis does not    XACK / left pending, claimed
 //	                                                             dedup)                         after the delay / XACK, dropped
+//	broker/snsbroker        as sqsbroker (SNS delivers to SQS    as sqsbroker, on FIFO topics   (SNS has no consumer: read
+//	                        queues, read with sqsbroker)                                        the subscribed SQS queue)
 //	broker/sqsbroker        MessageGroupId on FIFO queues;       MessageDeduplicationId on      DeleteMessage / visibility
 //	                        ce-partitionkey attribute            FIFO queues (SQS drops         timeout set to the delay /
 //	                                                             repeats within 5 minutes)      DeleteMessage, dropped
@@ -103,6 +105,7 @@
 //	mqttbroker.NewPublisher(cfg *PublisherConfig)                          mqttbroker.NewSubscriber(cfg *SubscriberConfig)
 //	natsbroker.NewPublisher(jetstream.JetStream, cfg *PublisherConfig)     natsbroker.NewSubscriber(jetstream.Consumer, cfg *SubscriberConfig)
 //	redisstream.NewPublisher(redis.Cmdable, cfg *PublisherConfig)          redisstream.NewSubscriber(redis.UniversalClient, cfg *SubscriberConfig)
+//	snsbroker.NewPublisher(*sns.Client, cfg *PublisherConfig)             (sqsbroker.NewSubscriber on a subscribed queue)
 //	sqsbroker.NewPublisher(*sqs.Client, cfg *PublisherConfig)             sqsbroker.NewSubscriber(*sqs.Client, cfg *SubscriberConfig)
 //	watermillbridge.NewPublisher(message.Publisher, cfg *PublisherConfig)  watermillbridge.NewMiddleware(*postbox.Consumer, cfg *MiddlewareConfig)
 //	webhook.NewPublisher(cfg *PublisherConfig)                             webhook.NewReceiver(cfg *ReceiverConfig), an http.Handler
