@@ -7,6 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/eclipse/paho.golang v0.23.0
@@ -17,6 +18,7 @@ require (
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
+	github.com/postbox-go/postbox/broker/kinesisbroker v0.1.0
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
 	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/redisstream v0.1.0
@@ -56,6 +58,7 @@ require (
 	cloud.google.com/go/iam v1.14.0 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,14 +35,14 @@ func loadAWSConfig(ctx context.Context, region, endpoint, service, perms string,
 		return aws.Config{}, "", fmt.Errorf("loading the AWS configuration: %v; check AWS_PROFILE and the shared config file", err)
 	}
 	if cfg.Region == "" {
-		scheme := map[string]string{"SQS": "sqs", "SNS": "sns"}[service]
+		scheme := strings.ToLower(service)
 		return aws.Config{}, "", fmt.Errorf("no AWS region: write %s://REGION (such as %s://eu-west-1), or set AWS_REGION", scheme, scheme)
 	}
 	endpoint = firstOf(endpoint, rt.env("AWS_ENDPOINT_URL_"+service), rt.env("AWS_ENDPOINT_URL"))
 	if endpoint != "" {
 		if e, err := url.Parse(endpoint); err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 			return aws.Config{}, "", fmt.Errorf("endpoint %q: write an http:// or https:// URL, such as https://%s.eu-west-1.amazonaws.com",
-				endpoint, map[string]string{"SQS": "sqs", "SNS": "sns"}[service])
+				endpoint, strings.ToLower(service))
 		}
 	}
 	// The default chain finds no credentials only on the first call: find out now, in the user's words.

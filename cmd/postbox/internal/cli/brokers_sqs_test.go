@@ -7,10 +7,13 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/postbox-go/postbox/broker/kinesisbroker"
 	"github.com/postbox-go/postbox/broker/snsbroker"
 	"github.com/postbox-go/postbox/broker/sqsbroker"
 	"github.com/postbox-go/postbox/internal/testenv"
@@ -173,5 +176,59 @@ func TestSNSURLErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want an error containing %q", r.code, r.stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestRelayToKinesis: kinesis:// with AWS_ENDPOINT_URL_KINESIS set puts each message to that endpoint
+// (kinesalite, a real Kinesis server process, here) as a record of stream stream_prefix + topic, partitioned by
+// its key, its data the CloudEvent with the message ID.
+func TestRelayToKinesis(t *testing.T) {
+	srv, err := testenv.StartKinesalite()
+	testenv.NeedFauxqs(t, err)
+	defer srv.Stop()
+	c := kinesis.New(kinesis.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
+		})})
+	ctx := context.Background()
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("prod-orders"), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stream active", func() bool {
+		out, err := c.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("prod-orders")})
+		return err == nil && out.StreamDescription.StreamStatus == ktypes.StreamStatusActive
+	})
+	it, err := c.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("prod-orders"), ShardId: aws.String("shardId-000000000000"),
+		ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	environ := env("AWS_ACCESS_KEY_ID", "test", "AWS_SECRET_ACCESS_KEY", "test", "AWS_ENDPOINT_URL_KINESIS", srv.Endpoint)
+	rl := relayed(t, environ, "orders", 3, "--broker", "kinesis://us-east-1?stream_prefix=prod-")
+	keys := map[string]string{}
+	iter := it.ShardIterator
+	eventually(t, "three records in the stream", func() bool {
+		out, err := c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter = out.NextShardIterator
+		for _, r := range out.Records {
+			e, err := kinesisbroker.Decode(r.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[e.Message.ID] = aws.ToString(r.PartitionKey)
+		}
+		return len(keys) >= 3
+	})
+	if r := rl.stop(); r.code != 0 {
+		t.Fatalf("relay exit %d: %s", r.code, r.stderr)
+	}
+	for i, id := range rl.ids {
+		if keys[id] != fmt.Sprintf("k%d", i) {
+			t.Errorf("message %s has partition key %q; want k%d (got %v)", id, keys[id], i, keys)
+		}
 	}
 }

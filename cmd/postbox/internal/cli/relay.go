@@ -40,6 +40,11 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       as message-id, persistent unless transient=true, with publisher confirms and the mandatory flag: a message
       no queue is bound for fails and is retried. amqp091-go's parameters (heartbeat, connection_timeout,
       certfile, keyfile, cacertfile, server_name_indication, auth_mechanism) are accepted too.
+  kinesis://[REGION][?stream_prefix=P&stream=NAME&endpoint=URL]
+      Amazon Kinesis Data Streams: each message a record of stream P + topic (or NAME), partitioned by its key
+      (one record per key per PutRecords, so a key's order holds), its data the CloudEvent in JSON. Kinesis does
+      not dedup. Credentials as for sqs://, needing kinesis:PutRecords; endpoint or AWS_ENDPOINT_URL_KINESIS
+      replaces Kinesis's. The streams must exist.
   mqtt[s]://[user:pass@]host:1883[?client_id=ID&allow_no_subscribers=true&session_expiry=D&keepalive=D&connect_timeout=D]
       MQTT 5 at QoS 1 to the topic named by the message's topic; published on the PUBACK. A message no
       subscription matches is dropped by the server, so it fails and is retried unless allow_no_subscribers=true.
