@@ -17,6 +17,7 @@ fuzzers=(
 	". ./driver FuzzQuoteIdent"
 	". ./broker FuzzCloudEventsRoundTrip"
 	". ./broker FuzzCloudEventsDecode"
+	". ./broker/internal/awswire FuzzRoundTrip"
 	"jsonschema . FuzzSchema"
 	"broker/webhook . FuzzVerify"
 	"broker/webhook . FuzzVerifierHeaders"

@@ -56,16 +56,20 @@ type Message struct {
 // message attributes, in that order of preference: when they are more than MaxAttributes, or a header's name or
 // value is not one SQS allows as a message attribute, the first ones that fit stay separate and the rest travel
 // as one JSON object in AttrHeaders. ce-subject, which repeats ce-partitionkey, is left out. The body is the
-// payload when it is non-empty text SQS accepts, and its base64 otherwise (AttrBody says so).
+// payload when it is non-empty text SQS accepts, and its base64 otherwise (AttrBody says so). A header name or
+// value, or a key, that is not UTF-8 is refused: SQS and SNS carry text only.
 func Encode(ce broker.CloudEvents, rec postbox.Record) (Message, error) {
 	h, payload, err := ce.Encode(rec)
 	if err != nil {
 		return Message{}, err
 	}
 	delete(h, Prefix+broker.AttrSubject)
-	for name := range h {
+	for name, v := range h {
 		if name == AttrHeaders || name == AttrBody {
 			return Message{}, fmt.Errorf("message %s: header %q is a name the adapter uses itself; rename it", rec.ID, name)
+		}
+		if !utf8.ValidString(name) || !utf8.ValidString(v) {
+			return Message{}, fmt.Errorf("message %s: header or attribute %q holds bytes that are not UTF-8; SQS and SNS carry text only", rec.ID, name)
 		}
 	}
 	m := Message{Attrs: make(map[string]string, MaxAttributes)}
