@@ -18,6 +18,7 @@ fuzzers=(
 	". ./broker FuzzCloudEventsRoundTrip"
 	". ./broker FuzzCloudEventsDecode"
 	". ./broker/internal/awswire FuzzRoundTrip"
+	"broker/kinesisbroker . FuzzRoundTrip"
 	"jsonschema . FuzzSchema"
 	"broker/webhook . FuzzVerify"
 	"broker/webhook . FuzzVerifierHeaders"

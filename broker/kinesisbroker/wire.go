@@ -37,7 +37,7 @@ type Envelope struct {
 	DataBase64      string          `json:"data_base64,omitempty"`
 }
 
-// Encode returns the data of rec's Kinesis record.
+// Encode returns the data of rec's Kinesis record. A key, type, header name or value that is not UTF-8 is refused.
 func Encode(rec postbox.Record, source string) ([]byte, error) {
 	if rec.ID == "" || rec.Type == "" {
 		return nil, fmt.Errorf("kinesisbroker: message %q has no ID or no Type; CloudEvents requires both", rec.ID)
@@ -49,8 +49,14 @@ func Encode(rec postbox.Record, source string) ([]byte, error) {
 	if !rec.CreatedAt.IsZero() {
 		e.Time = rec.CreatedAt.UTC().Format(time.RFC3339Nano)
 	}
+	if !utf8.ValidString(rec.Key) || !utf8.ValidString(rec.Type) {
+		return nil, fmt.Errorf("kinesisbroker: message %s: its key or type is not UTF-8; a CloudEvent in JSON carries text only", rec.ID)
+	}
 	rest := map[string]string{}
 	for k, v := range rec.Headers {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("kinesisbroker: message %s: header %q is not UTF-8; a CloudEvent in JSON carries text only", rec.ID, k)
+		}
 		switch k {
 		case "content-type":
 			e.DataContentType = v
