@@ -80,8 +80,9 @@
 //	broker/kafkabroker      record key (partition)               ce_id header (the idempotent   commit past it / handled again
 //	                                                             producer stops the client's    after the delay, partition
 //	                                                             own duplicates)                waits / offset committed, skipped
-//	broker/kinesisbroker    partition key (shard); partitionkey  id field of the JSON record    (no subscriber: read with the
-//	                        field of the JSON record             (Kinesis does not dedup)       KCL, decode with Decode)
+//	broker/kinesisbroker    partition key (shard); partitionkey  id field of the JSON record    past it, in memory / the record
+//	                        field of the JSON record             (Kinesis does not dedup)       again after the delay, shard
+//	                                                                                            waits / past it
 //	broker/mqttbroker       partitionkey user property           id user property (MQTT does    PUBACK, in arrival order /
 //	                                                             not dedup)                     session resumed, redelivered
 //	                                                                                            with DUP / PUBACK, dropped
@@ -104,7 +105,7 @@
 //	amqpbroker.NewPublisher(cfg *PublisherConfig)                          amqpbroker.NewSubscriber(cfg *SubscriberConfig)
 //	gcppubsub.NewPublisher(*pubsub.Client, cfg *PublisherConfig)           gcppubsub.NewSubscriber(*pubsub.Client, cfg *SubscriberConfig)
 //	kafkabroker.NewPublisher(*kgo.Client, cfg *PublisherConfig)            kafkabroker.NewSubscriber(cfg *SubscriberConfig)
-//	kinesisbroker.NewPublisher(*kinesis.Client, cfg *PublisherConfig)
+//	kinesisbroker.NewPublisher(*kinesis.Client, cfg *PublisherConfig)     kinesisbroker.NewSubscriber(*kinesis.Client, cfg *SubscriberConfig)
 //	mqttbroker.NewPublisher(cfg *PublisherConfig)                          mqttbroker.NewSubscriber(cfg *SubscriberConfig)
 //	natsbroker.NewPublisher(jetstream.JetStream, cfg *PublisherConfig)     natsbroker.NewSubscriber(jetstream.Consumer, cfg *SubscriberConfig)
 //	redisstream.NewPublisher(redis.Cmdable, cfg *PublisherConfig)          redisstream.NewSubscriber(redis.UniversalClient, cfg *SubscriberConfig)

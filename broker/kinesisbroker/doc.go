@@ -1,4 +1,5 @@
-// Package kinesisbroker publishes Postbox messages to Amazon Kinesis Data Streams with PutRecords.
+// Package kinesisbroker publishes Postbox messages to Amazon Kinesis Data Streams with PutRecords, and reads them
+// back with GetRecords.
 //
 // # Wire format
 //
@@ -20,6 +21,11 @@
 //
 // Kinesis does not dedup: a record put twice (a relay retrying a batch whose answer it lost) is stored twice;
 // the id field carries the message ID, by which the consumer's inbox drops the copy.
+//
+// # Receiving
+//
+// NewSubscriber reads every shard of a stream, one record at a time per shard, in order, for broker.Consume. Its
+// positions live in memory only: see Subscriber.
 //
 // # Errors
 //

@@ -10,6 +10,15 @@ if (!dir) {
 	process.exit(2);
 }
 const kinesalite = require(path.join(dir, "node_modules", "kinesalite"));
+// kinesalite throws from a request's error handler when a client hangs up mid-request (a publish whose context
+// was cancelled), which would end the process: such a request is simply over.
+process.on("uncaughtException", (err) => {
+	if (err && (err.code === "ECONNRESET" || err.message === "aborted")) {
+		return;
+	}
+	console.error(err);
+	process.exit(1);
+});
 const server = kinesalite({ createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 100 });
 server.listen(0, "127.0.0.1", () => {
 	console.log("listening http://127.0.0.1:" + server.address().port);

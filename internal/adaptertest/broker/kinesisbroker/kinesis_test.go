@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -45,6 +46,8 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func client(endpoint string) *kinesis.Client {
 	return kinesis.New(kinesis.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
