@@ -80,6 +80,9 @@
 //	broker/kafkabroker      record key (partition)               ce_id header (the idempotent   commit past it / handled again
 //	                                                             producer stops the client's    after the delay, partition
 //	                                                             own duplicates)                waits / offset committed, skipped
+//	broker/kinesisbroker    partition key (shard); partitionkey  id field of the JSON record    past it, in memory / the record
+//	                        field of the JSON record             (Kinesis does not dedup)       again after the delay, shard
+//	                                                                                            waits / past it
 //	broker/mqttbroker       partitionkey user property           id user property (MQTT does    PUBACK, in arrival order /
 //	                                                             not dedup)                     session resumed, redelivered
 //	                                                                                            with DUP / PUBACK, dropped
@@ -87,6 +90,11 @@
 //	                        subject token with KeyInSubject      repeats within Duplicates)     term
 //	broker/redisstream      ce_partitionkey field                ce_id field (Redis does not    XACK / left pending, claimed
 //	                                                             dedup)                         after the delay / XACK, dropped
+//	broker/snsbroker        as sqsbroker (SNS delivers to SQS    as sqsbroker, on FIFO topics   (SNS has no consumer: read
+//	                        queues, read with sqsbroker)                                        the subscribed SQS queue)
+//	broker/sqsbroker        MessageGroupId on FIFO queues;       MessageDeduplicationId on      DeleteMessage / visibility
+//	                        ce-partitionkey attribute            FIFO queues (SQS drops         timeout set to the delay /
+//	                                                             repeats within 5 minutes)      DeleteMessage, dropped
 //	broker/watermillbridge  ce_partitionkey metadata             watermill UUID and ce_id       the watermill router's (the
 //	                                                             (per the watermill broker)     inbox middleware returns errors)
 //	broker/webhook          ce-partitionkey header; one          ce-id header (the receiver's   2xx / 503 with Retry-After /
@@ -97,9 +105,12 @@
 //	amqpbroker.NewPublisher(cfg *PublisherConfig)                          amqpbroker.NewSubscriber(cfg *SubscriberConfig)
 //	gcppubsub.NewPublisher(*pubsub.Client, cfg *PublisherConfig)           gcppubsub.NewSubscriber(*pubsub.Client, cfg *SubscriberConfig)
 //	kafkabroker.NewPublisher(*kgo.Client, cfg *PublisherConfig)            kafkabroker.NewSubscriber(cfg *SubscriberConfig)
+//	kinesisbroker.NewPublisher(*kinesis.Client, cfg *PublisherConfig)     kinesisbroker.NewSubscriber(*kinesis.Client, cfg *SubscriberConfig)
 //	mqttbroker.NewPublisher(cfg *PublisherConfig)                          mqttbroker.NewSubscriber(cfg *SubscriberConfig)
 //	natsbroker.NewPublisher(jetstream.JetStream, cfg *PublisherConfig)     natsbroker.NewSubscriber(jetstream.Consumer, cfg *SubscriberConfig)
 //	redisstream.NewPublisher(redis.Cmdable, cfg *PublisherConfig)          redisstream.NewSubscriber(redis.UniversalClient, cfg *SubscriberConfig)
+//	snsbroker.NewPublisher(*sns.Client, cfg *PublisherConfig)             (sqsbroker.NewSubscriber on a subscribed queue)
+//	sqsbroker.NewPublisher(*sqs.Client, cfg *PublisherConfig)             sqsbroker.NewSubscriber(*sqs.Client, cfg *SubscriberConfig)
 //	watermillbridge.NewPublisher(message.Publisher, cfg *PublisherConfig)  watermillbridge.NewMiddleware(*postbox.Consumer, cfg *MiddlewareConfig)
 //	webhook.NewPublisher(cfg *PublisherConfig)                             webhook.NewReceiver(cfg *ReceiverConfig), an http.Handler
 package broker

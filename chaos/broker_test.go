@@ -57,6 +57,8 @@ func amqpConn(cfg roleConfig) amqpbroker.ConnConfig {
 // publisher returns the publisher for cfg's broker and a function that closes it.
 func publisher(cfg roleConfig, log *slog.Logger) (postbox.Publisher, func(), error) {
 	switch cfg.Broker {
+	case brokerSQS:
+		return sqsPublisher(cfg, log)
 	case brokerAMQP:
 		pub, err := amqpbroker.NewPublisher(&amqpbroker.PublisherConfig{ConnConfig: amqpConn(cfg), Logger: log})
 		if err != nil {
@@ -85,6 +87,8 @@ func publisher(cfg roleConfig, log *slog.Logger) (postbox.Publisher, func(), err
 // receiver returns a function that runs one Receive on cfg's broker, and a function that closes its connection.
 func receiver(cfg roleConfig, log *slog.Logger) (receiveFunc, func(), error) {
 	switch cfg.Broker {
+	case brokerSQS:
+		return sqsReceiver(cfg, log)
 	case brokerAMQP:
 		sub, err := amqpbroker.NewSubscriber(&amqpbroker.SubscriberConfig{ConnConfig: amqpConn(cfg), Queue: cfg.Consumer,
 			Concurrency: 8, Prefetch: 32, Logger: log})
@@ -225,6 +229,9 @@ func (a *amqpAdmin) close() {
 
 // brokerState reports what the broker still holds for the consumers, and whether that is nothing.
 func (w *world) brokerState(ctx context.Context) (string, bool, error) {
+	if w.role.Broker == brokerSQS {
+		return w.sqsState(ctx)
+	}
 	if w.role.Broker == brokerAMQP {
 		n, err := w.amqpReady()
 		if err != nil {

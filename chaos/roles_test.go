@@ -28,7 +28,8 @@ const poisonType = "chaos.poison"
 type roleConfig struct {
 	Role     string // "relay" or "consumer"
 	DB       string // PostgreSQL URL
-	Broker   string // brokerNATS or brokerAMQP
+	Broker   string // brokerNATS, brokerAMQP or brokerSQS
+	Topic    string // the scenario's topic
 	URL      string // the broker's URL (a proxy's, when the scenario puts one in between)
 	Prefix   string // the scenario's table prefix
 	Stream   string

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,7 @@ type world struct {
 	ledger *Ledger
 	js     jetstream.JetStream // on NATS
 	amqp   amqpAdmin           // on RabbitMQ
+	sqs    *sqs.Client         // on SQS (fauxqs)
 	topic  string
 	stats  roleStats    // what the in-process roles saw
 	redel  redeliveries // what every consumer, in process or not, reported about redeliveries
@@ -53,7 +55,7 @@ type world struct {
 type worldOptions struct {
 	db      string        // PostgreSQL URL; default: the shared server's suite database
 	ackWait time.Duration // the JetStream consumer's AckWait; default 5s
-	// broker is brokerNATS (default: a nats-server of the scenario's own), brokerAMQP, or brokerNone.
+	// broker is brokerNATS (default: a nats-server of the scenario's own), brokerAMQP, brokerSQS, or brokerNone.
 	broker string
 	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
 	amqpURL string
@@ -88,7 +90,7 @@ func newWorld(t *testing.T, name string, opt worldOptions) *world {
 		}
 	})
 
-	w.role = roleConfig{DB: opt.db, Prefix: name, Stream: strings.ToUpper(name), Consumer: testenv.Unique("chaos_" + name),
+	w.role = roleConfig{DB: opt.db, Topic: w.topic, Prefix: name, Stream: strings.ToUpper(name), Consumer: testenv.Unique("chaos_" + name),
 		BatchSize: 100, Workers: 1, MaxAttempts: 1000, PollInterval: 20 * time.Millisecond, Backoff: 100 * time.Millisecond,
 		Ordered: opt.ordered, WAL: opt.wal}
 	setup := w.setupNATS
@@ -97,6 +99,9 @@ func newWorld(t *testing.T, name string, opt worldOptions) *world {
 		setup = w.setupAMQP
 	case brokerNone:
 		setup = func(context.Context, worldOptions) error { return nil }
+	}
+	if opt.broker == brokerSQS {
+		setup = w.setupSQS
 	}
 	if err := setup(ctx, opt); err != nil {
 		t.Fatal(err)

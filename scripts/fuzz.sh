@@ -17,6 +17,8 @@ fuzzers=(
 	". ./driver FuzzQuoteIdent"
 	". ./broker FuzzCloudEventsRoundTrip"
 	". ./broker FuzzCloudEventsDecode"
+	". ./broker/internal/awswire FuzzRoundTrip"
+	"broker/kinesisbroker . FuzzRoundTrip"
 	"jsonschema . FuzzSchema"
 	"broker/webhook . FuzzVerify"
 	"broker/webhook . FuzzVerifierHeaders"

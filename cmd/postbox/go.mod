@@ -4,6 +4,12 @@ go 1.26.0
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.8.1
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/config v1.33.18
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -13,9 +19,12 @@ require (
 	github.com/postbox-go/postbox/broker/debezium v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
+	github.com/postbox-go/postbox/broker/kinesisbroker v0.1.0
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
 	github.com/postbox-go/postbox/broker/natsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/redisstream v0.1.0
+	github.com/postbox-go/postbox/broker/snsbroker v0.1.0
+	github.com/postbox-go/postbox/broker/sqsbroker v0.1.0
 	github.com/postbox-go/postbox/broker/webhook v0.1.0
 	github.com/postbox-go/postbox/driver/databasesql v0.1.0
 	github.com/postbox-go/postbox/driver/pgxv5 v0.1.0
@@ -50,6 +59,18 @@ require (
 	cloud.google.com/go/iam v1.14.0 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -51,7 +51,7 @@ type consumer struct {
 }
 
 // clients names the client libraries a consumer that does not use them must not download.
-var clients = []string{"go-sql-driver/mysql", "sqlite", "amqp", "franz-go", "kafka", "redis", "pubsub",
+var clients = []string{"go-sql-driver/mysql", "sqlite", "amqp", "franz-go", "kafka", "redis", "pubsub", "aws-sdk-go-v2",
 	prefix + "/internal/", prefix + "/bench", prefix + "/chaos"}
 
 var consumers = []consumer{
@@ -95,7 +95,7 @@ var unchecked = map[string]string{
 }
 
 // standalone lists published modules built on their own, outside the workspace, against the packed proxy.
-var standalone = []string{"broker/natsbroker", "driver/pgxv5", "driver/pgxv5/wal"}
+var standalone = []string{"broker/natsbroker", "broker/sqsbroker", "driver/pgxv5", "driver/pgxv5/wal"}
 
 func main() {
 	root := flag.String("root", ".", "repository root")

@@ -317,7 +317,8 @@ command line wins over the environment, which wins over the file, which wins ove
 
 Database URLs: postgres://user:pass@host/db, mysql://user:pass@host:3306/db, sqlite:path/to/file.db.
 Broker URLs: nats://host:4222, kafka://host:9092, amqp://user:pass@host:5672/, mqtt://host:1883,
-redis://host:6379, pubsub://project, https://host/path (webhook), stdout: (see postbox relay --help).
+redis://host:6379, pubsub://project, sqs://region, sns://region?account=ID, kinesis://region,
+https://host/path (webhook), stdout: (see postbox relay --help).
 Secrets in URLs (passwords, token parameters) are never printed.
 
 Exit codes: 0 success, 1 run-time failure, 2 usage error.

@@ -43,6 +43,11 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       as message-id, persistent unless transient=true, with publisher confirms and the mandatory flag: a message
       no queue is bound for fails and is retried. amqp091-go's parameters (heartbeat, connection_timeout,
       certfile, keyfile, cacertfile, server_name_indication, auth_mechanism) are accepted too.
+  kinesis://[REGION][?stream_prefix=P&stream=NAME&endpoint=URL]
+      Amazon Kinesis Data Streams: each message a record of stream P + topic (or NAME), partitioned by its key
+      (one record per key per PutRecords, so a key's order holds), its data the CloudEvent in JSON. Kinesis does
+      not dedup. Credentials as for sqs://, needing kinesis:PutRecords; endpoint or AWS_ENDPOINT_URL_KINESIS
+      replaces Kinesis's. The streams must exist.
   mqtt[s]://[user:pass@]host:1883[?client_id=ID&allow_no_subscribers=true&session_expiry=D&keepalive=D&connect_timeout=D]
       MQTT 5 at QoS 1 to the topic named by the message's topic; published on the PUBACK. A message no
       subscription matches is dropped by the server, so it fails and is retried unless allow_no_subscribers=true.
@@ -51,6 +56,18 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       Application Default Credentials or credentials_file; with PUBSUB_EMULATOR_HOST=host:port set, the
       emulator is used instead. The topics must exist. /readyz does not check Pub/Sub, since every call that
       would needs more than the publisher's permission.
+  sqs://[REGION][?queue_prefix=P&queue_suffix=.fifo&queue_url=URL&default_group=G&max_message_bytes=N&endpoint=URL]
+      Amazon SQS: each message to queue P + topic + suffix (or to queue_url), 10 per SendMessageBatch. On a
+      FIFO queue (suffix .fifo) the key is the MessageGroupId (default_group, default "postbox", without a key)
+      and the message ID the MessageDeduplicationId, so SQS drops repeats within 5 minutes. The region is
+      REGION or AWS_REGION; credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, the
+      instance or task role) and need sqs:GetQueueUrl and sqs:SendMessage; endpoint or AWS_ENDPOINT_URL_SQS
+      replaces SQS's. The queues must exist.
+  sns://[REGION]?account=ID[&topic_prefix=P&topic_suffix=.fifo&topic_arn=ARN&default_group=G&endpoint=URL]
+      Amazon SNS: each message to topic arn:aws:sns:REGION:ID:P + topic + suffix (or to topic_arn), 10 per
+      PublishBatch, with the same key, dedup and attributes as sqs://; subscribe SQS queues with raw message
+      delivery. Credentials need sns:Publish; endpoint or AWS_ENDPOINT_URL_SNS replaces SNS's. The topics must
+      exist.
   redis://[[user]:pass@]host:6379[/DB][?stream_prefix=P&maxlen=N&maxage=D&require_stream=true]
       Redis Streams: each message is added (XADD) to stream P + topic. maxlen (entries) or maxage (such as
       72h) trims each stream as it grows; an entry trimmed before a consumer group read it is lost to that

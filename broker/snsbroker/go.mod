@@ -1,0 +1,15 @@
+module github.com/postbox-go/postbox/broker/snsbroker
+
+go 1.26.0
+
+require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
+	github.com/aws/smithy-go v1.28.9
+	github.com/postbox-go/postbox v0.1.0
+)
+
+require (
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+)
