@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 scripts/services.sh
 scripts/chromium.sh
+scripts/polyglot.sh
 
 if [ -n "$(gofmt -l .)" ]; then
 	echo "gofmt would change:" >&2
