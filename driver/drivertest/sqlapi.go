@@ -51,6 +51,32 @@ func testSQLAPI[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TT
 	if caps.Dialect == "postgres" {
 		t.Run("Batch", func(t *testing.T) { testSQLAPIBatch(t, drv, opts) })
 	}
+	if _, listens := drv.(driver.Listener); listens {
+		t.Run("WakesIdleRelay", func(t *testing.T) {
+			// The relay polls once an hour and looks again an hour after activity, so only the SQL API's
+			// notification can make it claim within the test's time.
+			cfg := Tables(nil)
+			cfg.SQLAPI = true
+			c := Client(t, drv, cfg)
+			rec := &postboxtest.Recorder{}
+			r := relay(t, elsewhere(t, drv, c), rec, &postbox.RelayConfig{PollInterval: time.Hour, RecheckDelay: time.Hour})
+			stop := run(t, r)
+			waitListening(t, r)
+			err := c.InTx(context.Background(), func(ctx context.Context, tx TTx) error {
+				return opts.Exec(ctx, tx, sqlEnqueue(caps.Dialect, cfg.Table, sqlAPIMessages()[0]))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.WaitDistinct(context.Background(), 1, 30*time.Second) {
+				t.Fatalf("the message enqueued through the SQL API was not published within 30s: the relay was not woken (stats %+v)", r.Stats())
+			}
+			stop()
+			if st := r.Stats(); st.Wakeups < 1 {
+				t.Fatalf("relay stats %+v; want the SQL API's wake-up", st)
+			}
+		})
+	}
 	t.Run("NotListedUnlessAsked", func(t *testing.T) {
 		for _, m := range Client(t, drv, nil).Migrations() {
 			if strings.Contains(m.Name, "sql_api") {

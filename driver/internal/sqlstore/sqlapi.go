@@ -33,6 +33,12 @@ func (t templateData) FuncLiteral(suffix string) string { return t.d.stringLiter
 // Channel is the table set's notification channel (driver.Names.Channel), as a string literal.
 func (t templateData) Channel() string { return t.d.stringLiteral(t.n.Channel()) }
 
+// WakeSetting is the name of the session setting in which PostgreSQL's SQL API remembers the last wake-up slot it
+// found taken for this table set, as a string literal.
+func (t templateData) WakeSetting() string {
+	return t.d.stringLiteral("postbox.wake_" + strings.ToLower(t.n.Channel()))
+}
+
 // ControlClass is a PostgreSQL regular expression bracket matching the characters no text field may hold
 // (driver.ControlRanges). NUL is left out: PostgreSQL text cannot hold it.
 func (templateData) ControlClass() string {

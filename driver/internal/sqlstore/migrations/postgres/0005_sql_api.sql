@@ -32,10 +32,15 @@ CREATE OR REPLACE FUNCTION {{.Func "_wake"}}() RETURNS void LANGUAGE plpgsql VOL
 DECLARE
     slot bigint := floor(extract(epoch FROM clock_timestamp()) * 1000 / {{$l.NotifyMillis}})::bigint;
 BEGIN
+    -- The session remembers the last slot it found taken, so that it reads the sequence once per slot at most.
+    IF slot::text = current_setting({{.WakeSetting}}, true) THEN
+        RETURN;
+    END IF;
     IF slot > (SELECT last_value FROM {{.OutboxTable "_wake_seq"}}) THEN
         PERFORM setval({{.FuncLiteral "_wake_seq"}}::regclass, slot);
         PERFORM pg_notify({{.Channel}}, '');
     END IF;
+    PERFORM set_config({{.WakeSetting}}, slot::text, false);
 END
 $fn$;
 -- Checks one message as Enqueue does and returns its headers as stored (NULL for none). at names the element of
@@ -51,19 +56,41 @@ DECLARE
     pay text := CASE WHEN $6 = '' THEN 'payload' ELSE 'payloads' || $6 END;
     hdr text := 'headers' || $6;
 BEGIN
-    FOR field, val, lim IN VALUES ('topic', $1, {{$l.Topic}}), ('type', $2, {{$l.Type}}), ('key', coalesce($4, ''), {{$l.Key}}) LOOP
+    -- Unrolled rather than a loop over a VALUES list, which would run a query on every call.
+    IF $1 IS NULL OR $1 = '' THEN
+        field := 'topic';
+    ELSIF $2 IS NULL OR $2 = '' THEN
+        field := 'type';
+    END IF;
+    IF field IS NOT NULL THEN
         field := CASE WHEN $6 = '' THEN field ELSE field || 's' || $6 END;
-        IF (val IS NULL OR val = '') AND lim <> {{$l.Key}} THEN
-            RAISE EXCEPTION 'postbox: argument % is empty; every message needs one', field
-                USING ERRCODE = '22023', COLUMN = field;
-        ELSIF octet_length(val) > lim THEN
-            RAISE EXCEPTION 'postbox: argument % is % bytes; the limit is %', field, octet_length(val), lim
-                USING ERRCODE = '22023', COLUMN = field;
-        ELSIF val ~ '{{.ControlClass}}' THEN
-            RAISE EXCEPTION 'postbox: argument % (%) contains a control character or a bidirectional override', field, quote_literal(val)
-                USING ERRCODE = '22023', COLUMN = field;
-        END IF;
-    END LOOP;
+        RAISE EXCEPTION 'postbox: argument % is empty; every message needs one', field
+            USING ERRCODE = '22023', COLUMN = field;
+    END IF;
+    IF octet_length($1) > {{$l.Topic}} THEN
+        field := 'topic'; val := $1; lim := {{$l.Topic}};
+    ELSIF octet_length($2) > {{$l.Type}} THEN
+        field := 'type'; val := $2; lim := {{$l.Type}};
+    ELSIF octet_length($4) > {{$l.Key}} THEN
+        field := 'key'; val := $4; lim := {{$l.Key}};
+    END IF;
+    IF field IS NOT NULL THEN
+        field := CASE WHEN $6 = '' THEN field ELSE field || 's' || $6 END;
+        RAISE EXCEPTION 'postbox: argument % is % bytes; the limit is %', field, octet_length(val), lim
+            USING ERRCODE = '22023', COLUMN = field;
+    END IF;
+    IF $1 ~ '{{.ControlClass}}' THEN
+        field := 'topic'; val := $1;
+    ELSIF $2 ~ '{{.ControlClass}}' THEN
+        field := 'type'; val := $2;
+    ELSIF $4 ~ '{{.ControlClass}}' THEN
+        field := 'key'; val := $4;
+    END IF;
+    IF field IS NOT NULL THEN
+        field := CASE WHEN $6 = '' THEN field ELSE field || 's' || $6 END;
+        RAISE EXCEPTION 'postbox: argument % (%) contains a control character or a bidirectional override', field, quote_literal(val)
+            USING ERRCODE = '22023', COLUMN = field;
+    END IF;
     IF octet_length($3) > {{$l.Payload}} THEN
         RAISE EXCEPTION 'postbox: argument % is % bytes; the limit is %', pay, octet_length($3), {{$l.Payload}}
             USING ERRCODE = '22023', COLUMN = pay;
