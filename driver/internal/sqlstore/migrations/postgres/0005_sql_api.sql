@@ -15,32 +15,37 @@ DECLARE
     us   bigint := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
     v    bigint := (us / 1000) * 4096 + (us % 1000) * 4096 / 1000;
     last bigint := coalesce(nullif(current_setting('postbox.last_id_time', true), '')::bigint, 0);
+    done text;
 BEGIN
     IF v <= last THEN
         v := last + 1;
     END IF;
-    PERFORM set_config('postbox.last_id_time', v::text, false);
+    -- Assignments, not PERFORM: plpgsql evaluates them as simple expressions, without a query's executor.
+    done := set_config('postbox.last_id_time', v::text, false);
     -- 48 bits of milliseconds, the version (7) and 12 bits of fraction, then 8 random bytes whose variant bits
     -- gen_random_uuid has set already.
     RETURN encode(decode(lpad(to_hex(v >> 12), 12, '0') || lpad(to_hex((v & 4095) | 28672), 4, '0'), 'hex')
         || substring(uuid_send(gen_random_uuid()) FROM 9 FOR 8), 'hex')::uuid;
 END
 $fn$;
--- Wakes listening relays unless a session did within the interval. The notification is sent at commit, and
--- only if the transaction commits.
-CREATE OR REPLACE FUNCTION {{.Func "_wake"}}() RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
+-- Wakes listening relays unless a session did within the interval, and reports whether it sent the wake-up. The
+-- notification is sent at commit, and only if the transaction commits.
+CREATE OR REPLACE FUNCTION {{.Func "_wake"}}() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     slot bigint := floor(extract(epoch FROM clock_timestamp()) * 1000 / {{$l.NotifyMillis}})::bigint;
+    done text;
 BEGIN
     -- The session remembers the last slot it found taken, so that it reads the sequence once per slot at most.
     IF slot::text = current_setting({{.WakeSetting}}, true) THEN
-        RETURN;
+        RETURN false;
     END IF;
-    IF slot > (SELECT last_value FROM {{.OutboxTable "_wake_seq"}}) THEN
-        PERFORM setval({{.FuncLiteral "_wake_seq"}}::regclass, slot);
-        PERFORM pg_notify({{.Channel}}, '');
+    done := set_config({{.WakeSetting}}, slot::text, false);
+    IF slot <= coalesce(pg_sequence_last_value({{.FuncLiteral "_wake_seq"}}::regclass), 0) THEN
+        RETURN false;
     END IF;
-    PERFORM set_config({{.WakeSetting}}, slot::text, false);
+    done := setval({{.FuncLiteral "_wake_seq"}}::regclass, slot)::text;
+    PERFORM pg_notify({{.Channel}}, '');
+    RETURN true;
 END
 $fn$;
 -- Checks one message as Enqueue does and returns its headers as stored (NULL for none). at names the element of
@@ -141,10 +146,11 @@ DECLARE
     h   jsonb := {{.Func "_check"}}($1, $2, coalesce($3, '\x'::bytea), $4, $5, '');
     id  uuid := {{.Func "_new_id"}}();
     made timestamptz := clock_timestamp();
+    woke boolean;
 BEGIN
     INSERT INTO {{.Outbox}} (id, topic, key, type, payload, headers, available_at, created_at)
     VALUES (id, $1, coalesce($4, ''), $2, coalesce($3, '\x'::bytea), h, coalesce($6, made), made);
-    PERFORM {{.Func "_wake"}}();
+    woke := {{.Func "_wake"}}();
     RETURN id;
 END
 $fn$;
@@ -167,6 +173,7 @@ DECLARE
     made timestamptz := clock_timestamp();
     arg  text;
     len  int;
+    woke boolean;
 BEGIN
     FOR arg, len IN VALUES ('types', cardinality($2)), ('payloads', cardinality($3)), ('keys', coalesce(cardinality($4), n)),
         ('headers', coalesce(cardinality($5), n)), ('available_at', coalesce(cardinality($6), n)) LOOP
@@ -185,7 +192,7 @@ BEGIN
     INSERT INTO {{.Outbox}} (id, topic, key, type, payload, headers, available_at, created_at)
     SELECT u.id, u.topic, coalesce(u.key, ''), u.type, coalesce(u.payload, '\x'::bytea), u.headers, coalesce(u.at, made), made
     FROM unnest(ids, $1, $4, $2, $3, hs, $6) AS u(id, topic, key, type, payload, headers, at);
-    PERFORM {{.Func "_wake"}}();
+    woke := {{.Func "_wake"}}();
     RETURN QUERY SELECT unnest(ids);
 END
 $fn$;
