@@ -77,6 +77,28 @@ func testSQLAPI[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TT
 			}
 		})
 	}
+	t.Run("AvailableAtDelays", func(t *testing.T) {
+		// available_at an hour ahead: the relay leaves the message alone, and Stats counts it as scheduled.
+		cfg := Tables(nil)
+		cfg.SQLAPI = true
+		c := Client(t, drv, cfg)
+		q := fmt.Sprintf(`SELECT %s(topic => 'orders', type => 'order.created', payload => 'later', available_at => now() + interval '1 hour')`,
+			pgIdent(cfg.Table+"_enqueue"))
+		if caps.Dialect == "mysql" {
+			q = fmt.Sprintf("CALL `%s_enqueue`('orders', 'order.created', 'later', NULL, NULL, NOW(6) + INTERVAL 1 HOUR, @postbox_id)", cfg.Table)
+		}
+		err := c.InTx(context.Background(), func(ctx context.Context, tx TTx) error { return opts.Exec(ctx, tx, q) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &postboxtest.Recorder{}
+		if n := drain(t, relay(t, c, rec, nil)); n != 0 {
+			t.Fatalf("the relay published %d messages enqueued through the SQL API for an hour from now", n)
+		}
+		if st := stats(t, c); st.Scheduled != 1 || st.Pending != 1 {
+			t.Fatalf("stats %+v; want the delayed message pending and scheduled", st)
+		}
+	})
 	t.Run("NotListedUnlessAsked", func(t *testing.T) {
 		for _, m := range Client(t, drv, nil).Migrations() {
 			if strings.Contains(m.Name, "sql_api") {
