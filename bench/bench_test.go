@@ -216,5 +216,6 @@ func TestScheduleIsOpenLoop(t *testing.T) {
 func TestSQLAPIScenario(t *testing.T) {
 	got := run(t, small(DBPgxV5, pgURL), "sql-api")["sql-api"]
 	positive(t, got, "events_per_s", "baseline_per_s", "ratio", "batch_events_per_s", "batch_baseline_per_s",
-		"batch_ratio", "wake_per_s", "wake_baseline_per_s", "wake_ratio", "notify_each_tx_ratio", "relay_wakeups")
+		"batch_ratio", "wake_per_s", "wake_baseline_per_s", "wake_ratio", "notify_each_tx_ratio", "unwoken_per_s",
+		"wake_vs_unwoken_ratio", "relay_wakeups")
 }

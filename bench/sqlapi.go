@@ -14,7 +14,8 @@ import (
 // with a bare INSERT of the same row (the ratio). Batch: <table>_enqueue_batch of 100 against a multi-row INSERT of
 // the same rows (batch_ratio). Wake-up: NotifyClients producers calling <table>_enqueue, whose pg_notify is
 // coalesced across sessions, against the bare INSERT with no wake-up and with a NOTIFY in every transaction, the
-// notify scenario's shape, with a relay listening throughout.
+// notify scenario's shape, and against the API's own helpers without the wake-up (wake_vs_unwoken_ratio), with a
+// relay listening throughout.
 func benchSQLAPI[TTx any](ctx context.Context, t *target[TTx], o Options) (Result, error) {
 	if t.dialect != "postgres" {
 		return Result{Skipped: "the scenario measures the PostgreSQL SQL API and its wake-up"}, nil
@@ -105,13 +106,26 @@ func benchSQLAPI[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	res.Extra["batch_baseline_per_s"] = rates[1] * enqueueBatch
 	res.Extra["batch_ratio"] = rates[0] / rates[1]
 
+	// The SQL API without its wake-up: its own helpers and INSERT in one statement, so that wake_vs_unwoken_ratio
+	// isolates what the coalesced wake-up costs.
+	unwokenQ := "INSERT INTO " + table + " (id, topic, key, type, payload, headers, available_at, created_at)" +
+		" SELECT " + table + "_new_id(), $1, $4, $2, $3::bytea, " + table + "_check($1, $2, $3::bytea, $4, NULL, ''), clock_timestamp(), clock_timestamp()"
+	unwoken := func(ctx context.Context, i int64) error {
+		m := o.message(int(i))
+		return client.InTx(ctx, func(ctx context.Context, tx TTx) error {
+			if err := business(ctx, tx, i); err != nil {
+				return err
+			}
+			return c.txExec(ctx, tx, unwokenQ, m.Topic, m.Type, m.Payload, m.Key)
+		})
+	}
 	relay, err := startRelay(ctx, t, api, noopPublisher, o)
 	if err != nil {
 		return Result{}, err
 	}
 	defer relay.close()
 	o.Logger.Info("SQL API wake-up", "clients", o.NotifyClients)
-	if rates, err = compare(ctx, o.NotifyClients, o.Duration, viaAPI, insert(false), insert(true)); err != nil {
+	if rates, err = compare(ctx, o.NotifyClients, o.Duration, viaAPI, insert(false), insert(true), unwoken); err != nil {
 		return Result{}, err
 	}
 	if err := relay.stop(); err != nil {
@@ -121,6 +135,8 @@ func benchSQLAPI[TTx any](ctx context.Context, t *target[TTx], o Options) (Resul
 	res.Extra["wake_baseline_per_s"] = rates[1]
 	res.Extra["wake_ratio"] = rates[0] / rates[1]
 	res.Extra["notify_each_tx_ratio"] = rates[2] / rates[1]
+	res.Extra["unwoken_per_s"] = rates[3]
+	res.Extra["wake_vs_unwoken_ratio"] = rates[0] / rates[3]
 	res.Extra["relay_wakeups"] = float64(relay.Stats().Wakeups)
 	res.Extra["clients"] = float64(o.Clients)
 	res.Extra["wake_clients"] = float64(o.NotifyClients)
