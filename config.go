@@ -56,7 +56,7 @@ type Config struct {
 	// per relay by default). The index costs every Enqueue of a message with a key one more index entry, which is
 	// why ordering is off by default. Default: false.
 	Ordered bool
-	// SQLAPI makes Migrate install the SQL enqueue API (migration 5): on PostgreSQL the functions
+	// SQLAPI makes Migrate install the SQL enqueue API (migration 6): on PostgreSQL the functions
 	// <table>_enqueue and <table>_enqueue_batch, on MySQL and MariaDB the procedure <table>_enqueue, which
 	// validate a message as Enqueue does, give it a UUIDv7 and insert it in the caller's transaction, so that
 	// producers in any language enqueue with SQL (docs/SCHEMA.md). It applies to existing tables too. Default:

@@ -7,7 +7,7 @@ import (
 	"github.com/postbox-go/postbox/driver"
 )
 
-// The SQL enqueue API (migration 5, with driver.Names.SQLAPI) validates messages in the database as Enqueue does
+// The SQL enqueue API (migration 6, with driver.Names.SQLAPI) validates messages in the database as Enqueue does
 // in Go. Its limits are rendered into the migration from the driver package's constants, which the core's checks
 // use too, so that the two cannot drift apart.
 
