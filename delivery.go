@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -146,16 +147,16 @@ func (d *Deliverer) Deliver(ctx context.Context, recs []Record) []Verdict {
 		groups[name] = append(groups[name], i)
 	}
 	errs := make([]error, len(recs))
-	var wg sync.WaitGroup
-	for _, name := range names {
-		idx := groups[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.deliverTo(ctx, name, recs, idx, errs)
-		}()
+	if len(names) == 1 {
+		d.deliverTo(ctx, names[0], recs, groups[names[0]], errs) // one destination, the usual case: no goroutine
+	} else {
+		var wg sync.WaitGroup
+		for _, name := range names {
+			idx := groups[name]
+			wg.Go(func() { d.deliverTo(ctx, name, recs, idx, errs) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	now := d.cfg.Clock.Now()
 	for i, rec := range recs {
 		v := &out[i]
@@ -208,7 +209,7 @@ func (d *Deliverer) deliverTo(ctx context.Context, name string, recs []Record, i
 			return
 		}
 	}
-	if !h.begin(name, time.Now(), d.cfg.SlowPublish/10) {
+	if !h.begin(name, time.Now(), d.busyAfter()) {
 		// Another claim's share to this destination has been in flight for a while: it may be turning slow. Do
 		// not tie this claim up behind it as well, or every worker could end up waiting for one destination.
 		for _, i := range idx {
@@ -218,6 +219,17 @@ func (d *Deliverer) deliverTo(ctx context.Context, name string, recs []Record, i
 	}
 	defer h.end(name)
 	d.publishTo(ctx, name, recs, idx, errs)
+}
+
+// busyAfter is how long a share to one destination may be in flight before another claim's share to it is held
+// instead of queued behind it: SlowPublish/10 with several destinations, so that a destination turning slow
+// cannot catch every worker while the others' messages wait; never with one destination, whose workers have no
+// other work to protect and would only churn claims.
+func (d *Deliverer) busyAfter() time.Duration {
+	if d.dests == nil || len(d.dests.DestinationNames()) < 2 {
+		return time.Duration(math.MaxInt64)
+	}
+	return d.cfg.SlowPublish / 10
 }
 
 // errDestinationBusy is the error of a message held because its destination was still busy with another claim's
@@ -232,12 +244,25 @@ func (busyError) Is(target error) bool { return target == ErrDestinationDown }
 // publishTo publishes the messages idx of recs to the destination name, writes their errors into errs and
 // records what the destination's answer says of its health.
 func (d *Deliverer) publishTo(ctx context.Context, name string, recs []Record, idx []int, errs []error) {
-	part := make([]Record, len(idx))
-	for j, i := range idx {
-		part[j] = recs[i]
+	part := recs // the whole batch, the usual case: no copy
+	if len(idx) != len(recs) {
+		part = make([]Record, len(idx))
+		for j, i := range idx {
+			part[j] = recs[i]
+		}
 	}
 	started := time.Now() // monotonic, for slowness: the injected clock may stand still
+	// A share still in flight after SlowPublish makes its destination slow at once, not when it ends: other
+	// claims then leave its topics to the lane, and the log says so within SlowPublish of a destination that
+	// stopped answering, where the publish itself may wait for PublishTimeout before it fails.
+	inflight := time.AfterFunc(d.cfg.SlowPublish, func() {
+		if _, changed := d.health.slowness(name, true, d.cfg.Clock.Now(), part); changed {
+			d.log.WarnContext(ctx, "destination slow; a publish to it has not answered within slow_publish, so it now holds at most one claim at a time",
+				"destination", d.label(name), "slow_publish", d.cfg.SlowPublish)
+		}
+	})
 	perr := d.publish(ctx, part)
+	inflight.Stop()
 	took := time.Since(started)
 	down := len(perr) > 0
 	for j, i := range idx {
@@ -259,7 +284,7 @@ func (d *Deliverer) publishTo(ctx context.Context, name string, recs []Record, i
 			"unavailable_for", downFor.Round(time.Millisecond), "waited", waited)
 	}
 	if slow, changed := d.health.slowness(name, took > d.cfg.SlowPublish, now, part); changed {
-		if slow {
+		if slow { // the in-flight timer did not fire in time to say it
 			d.log.WarnContext(ctx, "destination slow; it now holds at most one claim at a time", "destination", d.label(name),
 				"took", took.Round(time.Millisecond), "slow_publish", d.cfg.SlowPublish)
 		} else {
@@ -325,6 +350,12 @@ func (d *Deliverer) AllDown() bool {
 	}
 	return d.health.allDown(d.dests.DestinationNames())
 }
+
+// Changes counts the destinations' changes of state so far: a relay records its heartbeat at once when it grows.
+func (d *Deliverer) Changes() uint64 { return d.health.changes.Load() }
+
+// Changed is signalled when a destination changes state (one signal may stand for several changes).
+func (d *Deliverer) Changed() <-chan struct{} { return d.health.changed }
 
 // Health returns the state of each destination tried so far, in name order.
 func (d *Deliverer) Health() []DestinationHealth { return d.health.snapshot(d.cfg.Clock.Now()) }

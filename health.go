@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/internal/backoff"
@@ -59,10 +60,21 @@ type health struct {
 	m       map[string]*destHealth
 	avoided []string // cached avoid(); nil when stale
 	stale   bool
+	changes atomic.Uint64 // state changes so far, for the heartbeat
+	changed chan struct{} // signalled at each change, for the lane
+}
+
+// change records a change of a destination's state.
+func (h *health) change() {
+	h.changes.Add(1)
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (h *health) init(p RetryPolicy) {
-	h.retry, h.m = p, map[string]*destHealth{}
+	h.retry, h.m, h.changed = p, map[string]*destHealth{}, make(chan struct{}, 1)
 }
 
 func (h *health) get(name string) *destHealth {
@@ -127,6 +139,7 @@ func (h *health) markDown(name string, now time.Time, err error, recs []Record) 
 	d := h.get(name)
 	first := d.state != DestinationDown
 	if first {
+		h.change()
 		d.state, d.since, d.err = DestinationDown, now, truncate(err.Error(), MaxLastErrorLen)
 		d.probe.Reset()
 		d.waiting = map[string]struct{}{}
@@ -166,6 +179,7 @@ func (h *health) markUp(name string, now time.Time) (back bool, downFor time.Dur
 	if d.state != DestinationDown {
 		return false, 0, 0
 	}
+	h.change()
 	downFor, waited = now.Sub(d.since), len(d.waiting)
 	d.downSum += downFor
 	d.state, d.since, d.err, d.waiting = DestinationOK, now, "", nil
@@ -182,6 +196,7 @@ func (h *health) slowness(name string, slow bool, now time.Time, recs []Record) 
 	d := h.get(name)
 	switch {
 	case slow && d.state == DestinationOK:
+		h.change()
 		d.state, d.since = DestinationSlow, now
 		d.note(recs)
 		h.stale = true
@@ -191,6 +206,7 @@ func (h *health) slowness(name string, slow bool, now time.Time, recs []Record) 
 		d.note(recs)
 		h.stale = h.stale || len(d.topics) != n
 	case !slow && d.state == DestinationSlow:
+		h.change()
 		d.state, d.since = DestinationOK, now
 		clear(d.topics)
 		h.stale = true

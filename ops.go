@@ -349,6 +349,8 @@ type Operator interface {
 	InboxConsumers(ctx context.Context) ([]string, error)
 	InboxView(ctx context.Context, consumer string, since time.Time, limit int) (InboxView, error)
 	RetryInbox(ctx context.Context, consumer, messageID, actor string) (bool, error)
+
+	Relays(ctx context.Context) ([]RelayStatus, error)
 }
 
 var _ Operator = (*Client[any])(nil)

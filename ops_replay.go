@@ -2,6 +2,8 @@ package postbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"time"
@@ -136,12 +138,16 @@ func (c *Client[TTx]) CountReplay(ctx context.Context, f ReplayFilter, limit int
 // HeaderReplayOf is the header ResendEdited sets on a copy: the ID of the message it replaces.
 const HeaderReplayOf = "postbox-replay-of"
 
+// HeaderEditedBy is the header ResendEdited sets on a copy: the actor who edited and sent it.
+const HeaderEditedBy = "postbox-edited-by"
+
 // ResendEdited enqueues m, in a transaction of its own, as a new message (a new ID unless m.ID is set) naming
 // originalID in the header postbox-replay-of, and returns its ID. It is how an operator sends a corrected payload
 // for a dead or published message: build m from the original record with the payload edited. The original is
 // left as it is; purge it with PurgeDead when it is dead. m.AvailableAt is ignored: the copy is available at once.
-// m is validated as Enqueue validates it. It logs the
-// outcome with actor.
+// m is validated as Enqueue validates it, the client's event registry included. The copy carries actor in the
+// header postbox-edited-by, and the log line says what changed: the topic, type and key, old and new, and the
+// SHA-256 digests of the old and new payloads.
 func (c *Client[TTx]) ResendEdited(ctx context.Context, originalID string, m Message, actor string) (string, error) {
 	orig, err := parseUUID(originalID)
 	if err != nil {
@@ -150,10 +156,17 @@ func (c *Client[TTx]) ResendEdited(ctx context.Context, originalID string, m Mes
 	if err := checkOperatorText("resend: actor", actor, MaxActorLen); err != nil {
 		return "", err
 	}
-	h := make(map[string]string, len(m.Headers)+1)
+	h := make(map[string]string, len(m.Headers)+2)
 	maps.Copy(h, m.Headers)
 	h[HeaderReplayOf] = orig
+	if actor != "" {
+		h[HeaderEditedBy] = actor
+	}
 	m.Headers = h
+	var old Record
+	if found, err := c.FindMessage(ctx, orig); err == nil {
+		old = found
+	}
 	m.AvailableAt = time.Time{}
 	var id string
 	err = c.InTx(ctx, func(ctx context.Context, tx TTx) error {
@@ -164,6 +177,16 @@ func (c *Client[TTx]) ResendEdited(ctx context.Context, originalID string, m Mes
 	if err != nil {
 		return "", err
 	}
-	c.logOp(ctx, "edited message sent", actor, "id", id, "replay_of", orig, "topic", m.Topic)
+	attrs := []any{"id", id, "replay_of", orig, "topic", m.Topic, "type", m.Type, "key", m.Key, "payload_sha256", digest(m.Payload)}
+	if old.ID != "" {
+		attrs = append(attrs, "old_topic", old.Topic, "old_type", old.Type, "old_key", old.Key, "old_payload_sha256", digest(old.Payload))
+	}
+	c.logOp(ctx, "edited message sent", actor, attrs...)
 	return id, nil
+}
+
+// digest is the hex SHA-256 of b, for logs that say a payload changed without showing it.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -98,6 +98,10 @@ type TopicOverview struct {
 	Pending, Dead int64
 	// Paused reports that relays hold the topic's messages back (PauseTopic).
 	Paused bool
+	// OldestWaiting is when the topic's longest-waiting ready message among those read became due: its
+	// AvailableAt when never attempted, else its creation time. Zero when none is ready. Now minus it is how
+	// long the topic has waited for a relay.
+	OldestWaiting time.Time
 }
 
 // Overview summarises the outbox in a bounded number of reads: each count reads at most limit+1 index entries
@@ -148,7 +152,8 @@ func (c *Client[TTx]) Overview(ctx context.Context, limit int64) (Overview, erro
 		}
 	}
 	for _, t := range o.Topics {
-		out.Topics = append(out.Topics, TopicOverview{Topic: t.Topic, Pending: t.Pending, Dead: t.Dead, Paused: paused[t.Topic]})
+		out.Topics = append(out.Topics, TopicOverview{Topic: t.Topic, Pending: t.Pending, Dead: t.Dead, Paused: paused[t.Topic],
+			OldestWaiting: t.OldestWaiting})
 		delete(paused, t.Topic)
 	}
 	for _, p := range out.Paused {

@@ -179,10 +179,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.work(ctx)
 		}()
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		r.lane(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		r.heartbeat(ctx)
 	}()
 	if r.client.listener != nil && !r.cfg.DisableListen {
 		wg.Add(1)
@@ -217,6 +221,12 @@ func (r *Relay) work(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
+		if r.deliver.AllDown() {
+			// Every destination is down: the lane probes them, and wakes the workers when one is back. Claims
+			// now would only walk past the messages that wait.
+			woke = r.wait(ctx, r.cfg.PollInterval)
+			continue
+		}
 		wakes, published := r.wakes.Load(), r.stats.published.Load()
 		n, err := r.runOnce(ctx, limit, &next, &look, false)
 		switch {

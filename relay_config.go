@@ -113,6 +113,13 @@ type RelayConfig struct {
 	// stalled (Stats().Stalled, a log line naming the destinations and topics that wait). Default:
 	// DefaultStallAfter (1m).
 	StallAfter time.Duration
+	// HeartbeatInterval is how often the relay records its heartbeat (instance, version, totals, health per
+	// destination) in the table set's relays table, which Client.Relays, `postbox status` and the console read.
+	// Negative turns heartbeats off. A relay serving a source of a RelayGroup beats at most once a minute, so that
+	// idle sources cost little. Default: DefaultHeartbeatInterval (10s).
+	HeartbeatInterval time.Duration
+	// Instance names the relay in its heartbeat. Default: host:pid:random.
+	Instance string
 }
 
 // Retry returns the retry policy of c, which the relay's delivery step rules by.
@@ -137,6 +144,10 @@ func (c *RelayConfig) WithDefaults() RelayConfig {
 	setDefault(&out.QuietDivisor, DefaultQuietDivisor)
 	setDefault(&out.SlowPublish, DefaultSlowPublish)
 	setDefault(&out.StallAfter, DefaultStallAfter)
+	setDefault(&out.HeartbeatInterval, DefaultHeartbeatInterval)
+	if out.Instance == "" {
+		out.Instance = defaultInstance()
+	}
 	p := out.Retry().WithDefaults()
 	out.MaxAttempts, out.BackoffBase, out.BackoffMax = p.MaxAttempts, p.BackoffBase, p.BackoffMax
 	out.ErrorBackoffBase, out.ErrorBackoffMax = p.ErrorBackoffBase, p.ErrorBackoffMax

@@ -2,6 +2,7 @@ package postbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -13,8 +14,12 @@ import (
 // slow one, claim after claim, so that it holds one connection and one batch at a time instead of every worker.
 // The lane also watches for a stall: ready messages and nothing published for StallAfter.
 
-// laneTick bounds how long the lane goes without looking at the destinations' health and the stall watch.
-const laneTick = 100 * time.Millisecond
+// laneTick is the lane's pause after a claim that found none of the slow or down destinations' messages due, and
+// stallTick how often it looks for a stall while no destination is down or slow.
+const (
+	laneTick  = 100 * time.Millisecond
+	stallTick = time.Second
+)
 
 // probeClaim is the size of the lane's claim that probes down destinations.
 const probeClaim = 16
@@ -28,11 +33,19 @@ func (r *Relay) lane(ctx context.Context) {
 		r.watchStall(ctx, now)
 		due, slow, next := r.deliver.Due(now)
 		if !due {
-			d := laneTick
+			// Nothing to claim until a probe is due or a destination changes state; the stall watch looks once a
+			// second meanwhile.
+			d := stallTick
 			if !next.IsZero() {
 				d = min(d, max(next.Sub(now), 0))
 			}
-			r.sleep(ctx, d)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+			case <-r.deliver.Changed():
+			case <-t.C:
+			}
+			t.Stop()
 			continue
 		}
 		// A probe needs one message of each down destination, which are the oldest pending since they wait:
@@ -41,11 +54,17 @@ func (r *Relay) lane(ctx context.Context) {
 		if slow {
 			limit = r.cfg.BatchSize
 		}
+		published := r.stats.published.Load()
 		n, err := r.runOnce(ctx, limit, nil, nil, true)
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil && !isBrokerDown(err):
+		case isBrokerDown(err):
+			var down *brokerDownError
+			if errors.As(err, &down) {
+				r.down(ctx, "broker", down.err) // logged once for the outage, if a worker did not already
+			}
+		case err != nil:
 			r.log.DebugContext(ctx, "lane claim failed", "err", oneLine(err))
 			r.sleep(ctx, retry.Next())
 		case n == 0:
@@ -53,8 +72,11 @@ func (r *Relay) lane(ctx context.Context) {
 			r.sleep(ctx, laneTick) // nothing of the slow or down destinations is due yet
 		default:
 			retry.Reset()
-			if n > 0 && r.cfg.Workers > 1 {
-				r.Wake() // a probe that went through frees a backlog the workers may take now
+			if r.stats.published.Load() > published {
+				// A probe went through: the relay works again if every destination was down, and the backlog
+				// the workers skipped is theirs to take now.
+				r.resumed(ctx, n, true)
+				r.Wake()
 			}
 		}
 	}

@@ -21,6 +21,7 @@ import (
 const (
 	brokerNATS = "nats" // a nats-server of the scenario's own
 	brokerAMQP = "amqp" // the shared RabbitMQ or a node of the scenario's own, with a queue of the scenario's own
+	brokerNone = "none" // a server the scenario starts and its daemons publish to; no in-process role uses it
 )
 
 // rabbitURL is the shared RabbitMQ: POSTBOX_TEST_RABBITMQ or the local default.

@@ -58,8 +58,8 @@ func (l *lockedBuffer) await(ctx context.Context, t *testing.T, re *regexp.Regex
 // TestPartialDaemonRoute: the route outage an operator meets, through the `postbox relay` binary with its default
 // flags: a --route to a webhook receiver that refuses connections (nothing listens on port 1) with messages
 // pending for it, and the default broker (stdout:) healthy. Messages on the healthy topic committed after the
-// route went down are published within a second, /readyz and /metrics name the down destination, and the daemon
-// never says that it cannot work.
+// route went down are published within a second, /readyz, /metrics and `postbox status` (from the relay's heartbeat)
+// name the down destination, and the daemon never says that it cannot work.
 func TestPartialDaemonRoute(t *testing.T) {
 	bin := buildDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
@@ -205,6 +205,34 @@ func TestPartialDaemonRoute(t *testing.T) {
 	if !regexp.MustCompile(`postbox_destination_up\{destination="http://127.0.0.1:1/pick"\} 0`).MatchString(metrics) ||
 		!regexp.MustCompile(`postbox_destination_up\{destination="stdout:"\} 1`).MatchString(metrics) {
 		t.Errorf("/metrics does not show the route down and stdout: up:\n%s", grepLines(metrics, "postbox_destination"))
+	}
+	// postbox status, from another process, reads the relay's heartbeat: the route down, its topic, what waits.
+	var status struct {
+		Relays []struct {
+			Gone         bool
+			Destinations []struct {
+				Name, State string
+				Topics      []string
+				Waiting     int
+			}
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, "status", "--db", sharedDB, "--table", table+"_outbox", "--inbox-table", table+"_inbox", "--json").Output()
+	if err != nil {
+		t.Fatalf("postbox status: %v", err)
+	}
+	if err := json.Unmarshal(out, &status); err != nil {
+		t.Fatalf("postbox status --json: %v\n%s", err, out)
+	}
+	shown := false
+	for _, r := range status.Relays {
+		for _, d := range r.Destinations {
+			shown = shown || (!r.Gone && d.State == postbox.DestinationDown && d.Name == "http://127.0.0.1:1/pick" &&
+				slices.Contains(d.Topics, "warehouse.pick") && d.Waiting == 5)
+		}
+	}
+	if !shown {
+		t.Errorf("postbox status --json = %s, want the running relay with its route down, naming warehouse.pick with 5 waiting", out)
 	}
 	stop()
 	if log := stderr.String(); strings.Contains(log, "relay cannot work") {

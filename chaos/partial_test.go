@@ -354,6 +354,21 @@ func firstAfter(r *hookReceiver, t time.Time) time.Time {
 	return first
 }
 
+// start runs a relay with cfg through the router, starts the producers, lets the fault-free phase run and moves
+// to the fault phase; the caller injects the fault. It returns the relay, stopped when the test ends.
+func (p *partial) start(ctx context.Context, cfg *postbox.RelayConfig) *postbox.Relay {
+	p.t.Helper()
+	relay, err := postbox.NewRelay(p.client, p.router(), cfg)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(p.run(ctx, relay))
+	p.produce(ctx)
+	wait(ctx, size(4*time.Second, 20*time.Second))
+	p.phase.Store(1)
+	return relay
+}
+
 func (p *partial) run(ctx context.Context, relay *postbox.Relay) func() {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -387,15 +402,7 @@ func partialDown(t *testing.T, ordered bool) {
 		name = "downord"
 	}
 	p := newPartial(ctx, t, name, ordered)
-	relay, err := postbox.NewRelay(p.client, p.router(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRelay := p.run(ctx, relay)
-	defer stopRelay()
-	p.produce(ctx)
-	wait(ctx, size(4*time.Second, 20*time.Second))
-	p.phase.Store(1)
+	relay := p.start(ctx, nil)
 	p.faulty.down()
 	downAt := time.Now()
 	wait(ctx, 20*time.Second)
@@ -442,16 +449,8 @@ func TestPartialDestinationFailing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline())
 	defer cancel()
 	p := newPartial(ctx, t, "fail", false)
-	relay, err := postbox.NewRelay(p.client, p.router(), &postbox.RelayConfig{MaxAttempts: 3,
+	p.start(ctx, &postbox.RelayConfig{MaxAttempts: 3,
 		BackoffBase: 200 * time.Millisecond, BackoffMax: 400 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRelay := p.run(ctx, relay)
-	defer stopRelay()
-	p.produce(ctx)
-	wait(ctx, size(4*time.Second, 20*time.Second))
-	p.phase.Store(1)
 	p.faulty.answer.Store(answer500)
 	failFrom := time.Now()
 	wait(ctx, 8*time.Second)
@@ -504,15 +503,7 @@ func TestPartialDestinationSlow(t *testing.T) {
 	defer cancel()
 	p := newPartial(ctx, t, "slow", false)
 	p.faultyPerSecond = 5
-	relay, err := postbox.NewRelay(p.client, p.router(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRelay := p.run(ctx, relay)
-	defer stopRelay()
-	p.produce(ctx)
-	wait(ctx, size(4*time.Second, 20*time.Second))
-	p.phase.Store(1)
+	relay := p.start(ctx, nil)
 	p.faulty.answer.Store(answerSlow)
 	wait(ctx, 8*time.Second)
 	st := relay.Stats()

@@ -53,7 +53,7 @@ type world struct {
 type worldOptions struct {
 	db      string        // PostgreSQL URL; default: the shared server's suite database
 	ackWait time.Duration // the JetStream consumer's AckWait; default 5s
-	// broker is brokerNATS (default: a nats-server of the scenario's own) or brokerAMQP.
+	// broker is brokerNATS (default: a nats-server of the scenario's own), brokerAMQP, or brokerNone.
 	broker string
 	// amqpURL is the RabbitMQ of brokerAMQP; default: the shared one (rabbitURL).
 	amqpURL string
@@ -92,8 +92,11 @@ func newWorld(t *testing.T, name string, opt worldOptions) *world {
 		BatchSize: 100, Workers: 1, MaxAttempts: 1000, PollInterval: 20 * time.Millisecond, Backoff: 100 * time.Millisecond,
 		Ordered: opt.ordered, WAL: opt.wal}
 	setup := w.setupNATS
-	if opt.broker == brokerAMQP {
+	switch opt.broker {
+	case brokerAMQP:
 		setup = w.setupAMQP
+	case brokerNone:
+		setup = func(context.Context, worldOptions) error { return nil }
 	}
 	if err := setup(ctx, opt); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strconv"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +29,11 @@ const (
 	// DefaultKeySearchTimeout bounds Find's search by key, which reads the whole outbox where no index covers
 	// keys.
 	DefaultKeySearchTimeout = 150 * time.Millisecond
+	// DefaultWholeSearchTimeout bounds a search by key over the whole table, below the 30s timeouts of the
+	// server postbox console runs.
+	DefaultWholeSearchTimeout = 20 * time.Second
+	// DefaultActionBatch is how many dead messages one statement of a retry or purge by filter changes.
+	DefaultActionBatch = 1000
 )
 
 // Config configures a Console.
@@ -68,6 +72,28 @@ type Config struct {
 	PageSize int
 	// SessionTTL is how long a login lasts. Default: DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Tokens are further tokens an operator may log in with, by the name the pages and the log lines show for
+	// whoever logs in with it: one per person or tool, so that the log tells them apart (Token logs in as
+	// "token"). Each is at least MinTokenBytes long.
+	Tokens map[string]string
+	// PublicReads lets anyone read the pages without logging in when credentials are configured; changes still
+	// need a login. By default every page but the login page needs a login once a credential is configured.
+	PublicReads bool
+	// Hosts, when set, are the host names (with or without a port) requests may name in their Host header: the
+	// address the console listens on and the public name a proxy serves it under. A request naming another host
+	// gets 421 Misdirected Request, so that a page of another site whose name resolves to the console's address
+	// (DNS rebinding) cannot read it from an operator's browser. Default: any host.
+	Hosts []string
+	// TrustedProxies are the addresses (IP or CIDR) of the reverse proxies in front of the console. From them
+	// alone the console believes X-Forwarded-For, for the client address the login limiter and the logs use,
+	// and X-Forwarded-Proto: https, which makes its cookies Secure. Default: none.
+	TrustedProxies []string
+	// WholeSearchTimeout bounds a search by key over the whole table, which only a logged-in operator may start,
+	// one at a time. Default: DefaultWholeSearchTimeout.
+	WholeSearchTimeout time.Duration
+	// ActionBatch is how many dead messages one statement of a retry or purge by filter changes; the action
+	// runs batch after batch until it has done what the operator confirmed. Default: DefaultActionBatch.
+	ActionBatch int
 }
 
 // WithDefaults returns a copy of c with every unset field at its default.
@@ -97,6 +123,12 @@ func (c *Config) WithDefaults() Config {
 	if out.SessionTTL <= 0 {
 		out.SessionTTL = DefaultSessionTTL
 	}
+	if out.WholeSearchTimeout <= 0 {
+		out.WholeSearchTimeout = DefaultWholeSearchTimeout
+	}
+	if out.ActionBatch <= 0 {
+		out.ActionBatch = DefaultActionBatch
+	}
 	return out
 }
 
@@ -119,23 +151,27 @@ func (c Config) validate() error {
 	if (c.User == "") != (c.Password == "") {
 		return fmt.Errorf("%w: console: set both User and Password, or neither", postbox.ErrInvalidConfig)
 	}
-	return nil
+	return c.checkCredentialStrength()
 }
 
 // Console is the operator console: an http.Handler serving the pages, and a sampler (Run) feeding the overview's
 // live figures. Mount it at the root of a server or under a prefix with http.StripPrefix; its links follow the
 // prefix.
 type Console struct {
-	cfg    Config
-	dbs    map[string]Source
-	names  []string
-	mux    *http.ServeMux
-	pages  map[string]*template.Template
-	key    []byte // signs sessions and CSRF tokens; new on every start, so a restart logs everyone out
-	hist   *history
-	logins loginLimiter
-	redact *strings.Replacer
-	relays relayFeed
+	cfg      Config
+	dbs      map[string]Source
+	names    []string
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	key      []byte // signs CSRF tokens and flash messages; new on every start
+	hist     *history
+	logins   loginLimiter
+	sessions sessions // in memory: a restart logs everyone out
+	redact   redactor
+	relays   relayFeed
+	proxies  []netip.Prefix
+	// whole is the slot of the one search of a whole table that may run at a time.
+	whole chan struct{}
 
 	running sync.Mutex // held by Run
 }
@@ -156,7 +192,12 @@ func New(cfg *Config) (*Console, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("console: random key: %w", err)
 	}
-	con := &Console{cfg: c, dbs: map[string]Source{}, key: key, hist: newHistory(c.History, c.SampleInterval)}
+	proxies, err := parseProxies(c.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	con := &Console{cfg: c, dbs: map[string]Source{}, key: key, hist: newHistory(c.History, c.SampleInterval),
+		proxies: proxies, whole: make(chan struct{}, 1)}
 	for _, d := range c.Databases {
 		con.dbs[d.Name] = d.Source
 		con.names = append(con.names, d.Name)
@@ -166,7 +207,11 @@ func New(cfg *Config) (*Console, error) {
 		return nil, err
 	}
 	con.pages = pages
-	con.redact = newRedactor(append([]string{c.Token, c.Password}, c.Secrets...))
+	secrets := append([]string{c.Token, c.Password}, c.Secrets...)
+	for _, t := range c.Tokens {
+		secrets = append(secrets, t)
+	}
+	con.redact = newRedactor(secrets)
 	con.routes()
 	return con, nil
 }
@@ -234,6 +279,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Pages hold payloads and change with every action: never cache them, nor keep them in history.
 		h.Set("Cache-Control", "no-store")
 	}
+	if !c.admit(w, r) {
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
@@ -254,24 +302,3 @@ func (c *Console) source(r *http.Request) (string, Source, error) {
 }
 
 var errUnknownDB = errors.New("no database of that name")
-
-// redacted replaces every secret on a page.
-const redacted = "xxxxx"
-
-// newRedactor replaces each secret as written and as html/template or JSON would escape it, longest first so
-// that a secret containing another is replaced whole.
-func newRedactor(secrets []string) *strings.Replacer {
-	var forms []string
-	for _, s := range secrets {
-		if len(s) < 4 { // shorter strings would mangle the pages; a secret that short protects nothing
-			continue
-		}
-		forms = append(forms, s, template.HTMLEscapeString(s), template.JSEscapeString(s), strings.Trim(strconv.Quote(s), `"`))
-	}
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	var pairs []string
-	for _, f := range slices.Compact(forms) {
-		pairs = append(pairs, f, redacted)
-	}
-	return strings.NewReplacer(pairs...)
-}

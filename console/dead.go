@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -74,7 +75,7 @@ type deadListData struct {
 func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	q := readDeadQuery(r, name)
@@ -83,16 +84,21 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		f.Limit, f.After, f.Newest = c.cfg.PageSize+1, q.Cursor, q.Newest
 		d.Recs, err = src.ListDead(r.Context(), f)
+		d.Recs = c.redact.records(d.Recs)
 	}
 	status := http.StatusOK
 	if err != nil {
-		d.Err, status = err.Error(), statusOf(err)
+		d.Err, status = c.errText(r, err), statusOf(err)
 	}
 	if len(d.Recs) > c.cfg.PageSize {
 		d.Recs, d.More = d.Recs[:c.cfg.PageSize], true
 		d.Next = d.Recs[len(d.Recs)-1].ID
 	}
-	c.renderStatus(w, r, status, "dead", "Dead letters", d)
+	title := "Dead letters · " + name
+	if q.Topic != "" {
+		title += " · " + q.Topic
+	}
+	c.renderStatus(w, r, status, "dead", title, d)
 }
 
 // statusOf is the HTTP status of a database error: 400 for a refused filter, else 500.
@@ -110,6 +116,9 @@ type deadShowData struct {
 	Rec     postbox.Record
 	Payload payloadView
 	Headers []header
+	// EditErr says why an edited copy was refused; the form then shows what was typed (Edit*).
+	EditErr                      string
+	EditTopic, EditType, EditKey string
 }
 
 type header struct{ Name, Value string }
@@ -156,7 +165,7 @@ func (c *Console) messageShow(w http.ResponseWriter, r *http.Request) { c.show(w
 func (c *Console) show(w http.ResponseWriter, r *http.Request, deadOnly bool) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	var rec postbox.Record
@@ -174,16 +183,15 @@ func (c *Console) show(w http.ResponseWriter, r *http.Request, deadOnly bool) {
 			". Published messages stay there only when relays keep them (RelayConfig.KeepPublished), until cleanup.")
 		return
 	case err != nil:
-		c.refuse(w, r, statusOf(err), err.Error())
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
-	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload)}
-	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
-		d.Headers = append(d.Headers, header{k, rec.Headers[k]})
-	}
-	title := "Dead message"
+	rec = c.redact.record(rec)
+	d := deadShowData{DB: name, Rec: rec, Payload: viewPayload(rec.Payload), Headers: headersOf(rec),
+		EditTopic: rec.Topic, EditType: rec.Type, EditKey: rec.Key}
+	title := "Dead message " + rec.ID
 	if rec.Status != postbox.StatusDead {
-		title = "Message"
+		title = "Message " + rec.ID
 	}
 	c.render(w, r, "deadshow", title, d)
 }
@@ -192,14 +200,19 @@ type confirmData struct {
 	Action string
 	Query  deadQuery
 	Count  postbox.Count
+	IDs    []string // the selection confirmed, when the action is on selected messages
+	Next   string   // where to go once done
+	Grew   bool     // more messages match than the operator confirmed
 }
 
-// deadAct retries or purges dead messages: one or a selection by ID, or everything the posted filter matches,
-// which first answers with a page showing how many that is and asks to confirm.
+// deadAct retries or purges dead messages: one or a selection by ID, or everything the posted filter matches.
+// Every purge, and every action by filter, first answers with a page showing how many messages it takes and
+// asks to confirm; an action by filter is refused when more messages match by then than were confirmed, and
+// runs in batches of Config.ActionBatch.
 func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	action, scope := r.PostFormValue("action"), r.PostFormValue("scope")
@@ -212,54 +225,123 @@ func (c *Console) deadAct(w http.ResponseWriter, r *http.Request, log *slog.Logg
 	}
 	q := readDeadQuery(r, name)
 	back := "/dead?" + q.Encode()
+	if next := r.PostFormValue("next"); next != "" {
+		back = safeNext(next)
+	}
+	confirm := r.PostFormValue("confirm")
 	var f postbox.DeadFilter
+	var n, batches int64
 	switch scope {
 	case "ids":
-		ids := r.PostForm["id"]
+		ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["id"])))
 		if len(ids) == 0 {
 			c.flash(w, r, "Select at least one message first.")
 			http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
 			return
 		}
+		if action == "purge" && confirm == "" {
+			c.render(w, r, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, IDs: ids, Next: back,
+				Count: postbox.Count{N: int64(len(ids))}})
+			return
+		}
 		f = postbox.DeadFilter{IDs: ids, Actor: who}
+		if action == "retry" {
+			n, err = src.RetryDead(r.Context(), f)
+		} else {
+			n, err = src.PurgeDead(r.Context(), f)
+		}
+		batches = 1
 	case "filter":
 		f, err = deadFilter(q, who)
 		if err != nil {
-			c.refuse(w, r, statusOf(err), err.Error())
+			c.refuse(w, r, statusOf(err), c.errText(r, err))
 			return
 		}
-		confirm := r.PostFormValue("confirm")
 		if confirm == "" {
-			n, err := c.countDead(r, q, src, f)
+			count, err := c.countDead(r, q, src, f)
 			if err != nil {
 				c.fail(w, r, err)
 				return
 			}
-			c.render(w, r, "confirm", "Confirm", confirmData{Action: action, Query: q, Count: n})
+			c.render(w, r, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, Count: count, Next: back})
 			return
 		}
+		confirmed := postbox.Count{More: r.PostFormValue("confirm_more") != ""}
+		confirmed.N, err = strconv.ParseInt(confirm, 10, 64)
+		if err != nil || confirmed.N < 0 {
+			c.refuse(w, r, http.StatusBadRequest, "The confirmation's count is not a number; start again from the list.")
+			return
+		}
+		var now postbox.Count
+		now, err = src.CountDead(r.Context(), f, c.cfg.CountLimit)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		if now.N > confirmed.N || now.More && !confirmed.More {
+			log.Warn("console: dead "+action+" refused: more match than confirmed", "db", name, "filter", describe(f, q),
+				"confirmed", confirmed.N, "now", now.N)
+			c.renderStatus(w, r, http.StatusConflict, "confirm", "Confirm "+action, confirmData{Action: action, Query: q, Count: now,
+				Next: back, Grew: true})
+			return
+		}
+		total := int64(-1) // every match, past the cap of a count
+		if !confirmed.More {
+			total = confirmed.N
+		}
+		n, batches, err = c.actInBatches(r, src, action, f, total)
 	default:
 		c.refuse(w, r, http.StatusBadRequest, "Say what to act on: scope=ids or scope=filter.")
 		return
 	}
-	var n int64
-	if action == "retry" {
-		n, err = src.RetryDead(r.Context(), f)
-	} else {
-		n, err = src.PurgeDead(r.Context(), f)
-	}
 	if err != nil {
-		log.Error("console: dead "+action+" failed", "db", name, "filter", describe(f, q), "err", err)
-		c.refuse(w, r, statusOf(err), err.Error())
+		log.Error("console: dead "+action+" failed", "db", name, "filter", describe(f, q), "count", n, "err", err)
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
-	log.Info("console: dead "+action, "db", name, "filter", describe(f, q), "count", n)
+	log.Info("console: dead "+action, "db", name, "filter", describe(f, q), "count", n, "batches", batches)
 	verb := map[string]string{"retry": "Retried", "purge": "Purged"}[action]
 	c.flash(w, r, fmt.Sprintf("%s %d dead message(s) in %s.", verb, n, name))
-	if next := r.PostFormValue("next"); next != "" {
-		back = safeNext(next)
-	}
 	http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
+}
+
+// actInBatches retries or purges what f matches, Config.ActionBatch messages per statement, oldest first, until
+// total are done (every match when total is negative). It returns how many it changed and in how many batches.
+func (c *Console) actInBatches(r *http.Request, src Source, action string, f postbox.DeadFilter, total int64) (n, batches int64, err error) {
+	list := f
+	list.Actor = ""
+	for total < 0 || n < total {
+		if err := r.Context().Err(); err != nil {
+			return n, batches, err
+		}
+		size := int64(c.cfg.ActionBatch)
+		if total >= 0 {
+			size = min(size, total-n)
+		}
+		list.Limit = int(size)
+		recs, err := src.ListDead(r.Context(), list)
+		if err != nil || len(recs) == 0 {
+			return n, batches, err
+		}
+		ids := make([]string, len(recs))
+		for i, rec := range recs {
+			ids[i] = rec.ID
+		}
+		list.After = ids[len(ids)-1]
+		by := postbox.DeadFilter{IDs: ids, Actor: f.Actor}
+		var done int64
+		if action == "retry" {
+			done, err = src.RetryDead(r.Context(), by)
+		} else {
+			done, err = src.PurgeDead(r.Context(), by)
+		}
+		n += done
+		batches++
+		if err != nil || int64(len(recs)) < size {
+			return n, batches, err
+		}
+	}
+	return n, batches, nil
 }
 
 // describe says what a change selected, for its log line.
@@ -279,33 +361,76 @@ func describe(f postbox.DeadFilter, q deadQuery) string {
 func (c *Console) deadSend(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	id := r.PathValue("id")
 	rec, err := deadRecord(r, src, id)
 	if err != nil {
-		c.refuse(w, r, statusOf(err), err.Error())
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
-	payload := []byte(strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n"))
-	if r.PostFormValue("encoding") == "hex" {
-		payload, err = hex.DecodeString(strings.Join(strings.Fields(string(payload)), ""))
+	typed := strings.ReplaceAll(r.PostFormValue("payload"), "\r\n", "\n")
+	payload := []byte(typed)
+	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
+		Type: r.PostFormValue("type"), Headers: maps.Clone(rec.Headers)}
+	// again shows the message page with what was typed, and why it was not sent.
+	again := func(status int, why string) {
+		shown := c.redact.record(rec)
+		d := deadShowData{DB: name, Rec: shown, Payload: viewPayload(shown.Payload), Headers: headersOf(shown),
+			EditErr: why, EditTopic: m.Topic, EditType: m.Type, EditKey: m.Key}
+		d.Payload.Edit = typed
+		c.renderStatus(w, r, status, "deadshow", "Dead message "+rec.ID, d)
+	}
+	switch r.PostFormValue("encoding") {
+	case "hex":
+		payload, err = hex.DecodeString(strings.Join(strings.Fields(typed), ""))
 		if err != nil {
-			c.refuse(w, r, http.StatusBadRequest, "The payload is not valid hex: "+err.Error())
+			again(http.StatusBadRequest, "The payload is not valid hex: "+err.Error())
+			return
+		}
+	case "json":
+		var v any
+		if err := json.Unmarshal(payload, &v); err != nil {
+			again(http.StatusBadRequest, "The payload is not valid JSON: "+jsonError(typed, err)+
+				". Nothing was sent: fix it and send again.")
 			return
 		}
 	}
-	m := postbox.Message{Topic: strings.TrimSpace(r.PostFormValue("topic")), Key: r.PostFormValue("key"),
-		Type: r.PostFormValue("type"), Payload: payload, Headers: maps.Clone(rec.Headers)}
+	m.Payload = payload
 	newID, err := src.ResendEdited(r.Context(), rec.ID, m, who)
 	if err != nil {
 		log.Warn("console: send edited copy failed", "db", name, "original", rec.ID, "err", err)
-		c.refuse(w, r, statusOf(err), err.Error())
+		if statusOf(err) == http.StatusBadRequest {
+			again(http.StatusBadRequest, c.errText(r, err))
+			return
+		}
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
 	log.Info("console: sent edited copy of a dead message", "db", name, "original", rec.ID, "id", newID, "topic", m.Topic,
 		"bytes", len(payload))
-	c.flash(w, r, fmt.Sprintf("Sent %s as new message %s on topic %s.", rec.ID, newID, m.Topic))
+	c.flashLink(w, r, fmt.Sprintf("Sent %s as new message", rec.ID), newID, "/message/"+url.PathEscape(name)+"/"+url.PathEscape(newID),
+		fmt.Sprintf("on topic %s.", m.Topic))
 	http.Redirect(w, r, basePath(r)+"/dead/"+url.PathEscape(name)+"/"+url.PathEscape(rec.ID), http.StatusSeeOther)
+}
+
+func headersOf(rec postbox.Record) []header {
+	var out []header
+	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
+		out = append(out, header{k, rec.Headers[k]})
+	}
+	return out
+}
+
+// jsonError says where JSON stops being valid: the line and column, and the error.
+func jsonError(text string, err error) string {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		return err.Error()
+	}
+	before := text[:min(int(syn.Offset), len(text))]
+	line := strings.Count(before, "\n") + 1
+	col := utf8.RuneCountInString(before[strings.LastIndex(before, "\n")+1:])
+	return fmt.Sprintf("line %d, column %d: %s", line, col, err.Error())
 }

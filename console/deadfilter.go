@@ -8,9 +8,11 @@ import (
 	"github.com/postbox-go/postbox"
 )
 
-// timeLayouts are the forms a time filter is typed in: a browser's datetime-local field, with or without seconds,
-// or RFC 3339. Times without a zone are UTC, as the pages show them.
-var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, "2006-01-02 15:04:05", "2006-01-02"}
+// timeLayouts are the forms a time filter is typed in: YYYY-MM-DD HH:MM with or without seconds (or a T in
+// between, as a browser's datetime-local field sends), as the pages show times, RFC 3339, or a date alone.
+// Times without a zone are UTC, as the pages show them.
+var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339,
+	"2006-01-02 15:04:05Z", "2006-01-02"}
 
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
@@ -21,7 +23,8 @@ func parseTime(field, s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("%w: %s %q is not a time; use 2006-01-02T15:04 (UTC)", errBadInput, field, s)
+	return time.Time{}, fmt.Errorf("%w: %s %q is not a time; write it as YYYY-MM-DD HH:MM, or with :SS, in UTC and 24-hour (%s)",
+		errBadInput, field, s, time.Now().UTC().Format("2006-01-02 15:04"))
 }
 
 // deadFilter turns the page's query into the library's filter. A query that names nothing selects every dead

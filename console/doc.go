@@ -4,9 +4,10 @@
 // Its pages show the backlog of each database and topic with a live chart, list dead letters by topic, type,
 // key, error text and time (to read, retry, purge, or edit and send again), find a message by ID or key, replay
 // kept published messages, pause and resume topics, show each consumer's inbox, and list the migrations and
-// partitions. Reading needs no login; every change needs a login (Config.Token, or Config.User and
-// Config.Password) and the CSRF token of the form, and is logged with who made it. Config.ReadOnly turns changes
-// off.
+// partitions. With a credential configured (Config.Token, Config.Tokens, or Config.User and Config.Password),
+// reading needs a login too (unless Config.PublicReads); every change needs a login and the CSRF token of the
+// form, and is logged with who made it. Config.ReadOnly turns changes off. Set Config.Hosts to the names the
+// console is served under, and Config.TrustedProxies to the proxies in front of it.
 //
 //	con, err := console.New(&console.Config{
 //		Databases: []console.Database{{Name: "orders", Source: console.FromClient(client)}},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/postbox-go/postbox"
 )
@@ -24,14 +25,34 @@ type findData struct {
 	// Cut names the databases whose search by key ran out of Config.KeySearchTimeout; Whole asked for no limit.
 	Cut   []string
 	Whole bool
+	Limit time.Duration // how long a search of the whole table may take
 }
 
 // findLimit bounds the messages one key finds in one database.
 const findLimit = 50
 
-// find looks a message up by ID, and by key, in every database: pending, kept published and dead alike.
+// find looks a message up by ID, and by key, in every database: pending, kept published and dead alike. A
+// search of the whole table needs a login, runs one at a time, and stops at Config.WholeSearchTimeout.
 func (c *Console) find(w http.ResponseWriter, r *http.Request) {
-	d := findData{Q: strings.TrimSpace(r.FormValue("q")), Whole: r.FormValue("whole") != ""}
+	d := findData{Q: strings.TrimSpace(r.FormValue("q")), Whole: r.FormValue("whole") != "", Limit: c.cfg.WholeSearchTimeout}
+	if d.Q != "" && d.Whole {
+		switch {
+		case !c.canLogIn():
+			c.refuse(w, r, http.StatusForbidden, "Searching the whole table needs a login, and this console has no credentials: "+
+				"set Config.Token (POSTBOX_CONSOLE_TOKEN), or User and Password.")
+			return
+		case c.who(r) == "":
+			c.refuse(w, r, http.StatusUnauthorized, "Log in to search the whole table.")
+			return
+		}
+		select {
+		case c.whole <- struct{}{}:
+			defer func() { <-c.whole }()
+		default:
+			c.refuse(w, r, http.StatusTooManyRequests, "Another search of the whole table is running; try again when it is done.")
+			return
+		}
+	}
 	if d.Q != "" {
 		d.Done = true
 		var mu sync.Mutex
@@ -57,13 +78,18 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 			order[n] = i
 		}
 		slices.SortStableFunc(d.Hits, func(a, b findHit) int { return order[a.DB] - order[b.DB] })
+		slices.Sort(d.Cut)
 	}
-	c.render(w, r, "find", "Find a message", d)
+	title := "Find a message"
+	if d.Q != "" {
+		title = "Find " + d.Q
+	}
+	c.render(w, r, "find", title, d)
 }
 
 // findIn looks q up in one database: as an ID through the primary key, then as a key. Outside ordered table
-// sets no index covers keys, so the key search reads the table; it stops after KeySearchTimeout unless whole is
-// set, and cut reports that it did.
+// sets no index covers keys, so the key search reads the table; it stops after KeySearchTimeout, or
+// WholeSearchTimeout when whole is set, and cut reports that it did.
 func (c *Console) findIn(r *http.Request, name, q string, whole bool) (hits []findHit, errs []string, cut bool) {
 	src := c.dbs[name]
 	seen := map[string]bool{}
@@ -72,29 +98,30 @@ func (c *Console) findIn(r *http.Request, name, q string, whole bool) (hits []fi
 		switch {
 		case err == nil && !whole:
 			// An ID names one message; keys are searched when the operator asks for the whole table.
-			return []findHit{{name, rec}}, nil, false
+			return []findHit{{name, c.redact.record(rec)}}, nil, false
 		case err == nil:
-			hits = append(hits, findHit{name, rec})
+			hits = append(hits, findHit{name, c.redact.record(rec)})
 			seen[rec.ID] = true
 		case !errors.Is(err, postbox.ErrNotFound):
-			errs = append(errs, name+": "+err.Error())
+			errs = append(errs, name+": "+c.errText(r, err))
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.KeySearchTimeout)
+	limit := c.cfg.KeySearchTimeout
 	if whole {
-		ctx, cancel = context.WithCancel(r.Context())
+		limit = c.cfg.WholeSearchTimeout
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
 	defer cancel()
 	recs, err := src.FindByKey(ctx, q, findLimit)
 	switch {
 	case err != nil && ctx.Err() != nil && r.Context().Err() == nil:
 		return hits, errs, true
 	case err != nil:
-		return hits, append(errs, name+": "+err.Error()), false
+		return hits, append(errs, name+": "+c.errText(r, err)), false
 	}
 	for _, rec := range recs {
 		if !seen[rec.ID] {
-			hits = append(hits, findHit{name, rec})
+			hits = append(hits, findHit{name, c.redact.record(rec)})
 		}
 	}
 	return hits, errs, false

@@ -30,7 +30,7 @@ const inboxWindow = time.Hour
 func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	d := inboxData{DB: name, Consumer: strings.TrimSpace(r.FormValue("consumer"))}
@@ -41,6 +41,7 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 	if err == nil && d.Consumer != "" {
 		since := time.Now().Add(-inboxWindow)
 		d.View, err = src.InboxView(r.Context(), d.Consumer, since, 0)
+		d.View = c.redact.inbox(d.View)
 		processed := series{Name: "processed / min", Class: "s-published"}
 		failed := series{Name: "failed / min", Class: "s-dead"}
 		for _, m := range d.View.Minutes {
@@ -53,23 +54,27 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	if err != nil {
-		d.Err, status = err.Error(), statusOf(err)
+		d.Err, status = c.errText(r, err), statusOf(err)
 	}
-	c.renderStatus(w, r, status, "inbox", "Inbox", d)
+	title := "Inbox · " + name
+	if d.Consumer != "" {
+		title = "Inbox of " + d.Consumer + " · " + name
+	}
+	c.renderStatus(w, r, status, "inbox", title, d)
 }
 
 // inboxRetry forgets a given-up message's failures, so that its next delivery runs the handler again.
 func (c *Console) inboxRetry(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	consumer, id := r.PostFormValue("consumer"), r.PostFormValue("message")
 	ok, err := src.RetryInbox(r.Context(), consumer, id, who)
 	if err != nil {
 		log.Warn("console: inbox retry failed", "db", name, "consumer", consumer, "message", id, "err", err)
-		c.refuse(w, r, statusOf(err), err.Error())
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
 	log.Info("console: inbox retry", "db", name, "consumer", consumer, "message", id, "changed", ok)

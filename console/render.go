@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,12 +18,13 @@ import (
 type page struct {
 	Base      string // the prefix the console is mounted under, "" at the root
 	Title     string
-	Path      string // the request's path inside the console, for the navigation
+	Path      string // the request's path inside the console
+	Nav       string // the navigation entry the page belongs to: the path's first element, "" for the overview
 	Who       string // the logged-in operator, or ""
 	CanLogIn  bool
 	ReadOnly  bool
 	CSRF      string
-	Flash     string
+	Flash     *flashMsg
 	Databases []string
 	Data      any
 }
@@ -49,7 +50,11 @@ func basePath(r *http.Request) string {
 // pageFor gathers what a template needs. Only a whole page takes the flash message: a fragment the overview
 // fetches in the background would consume it unseen.
 func (c *Console) pageFor(w http.ResponseWriter, r *http.Request, title string, data any, whole bool) page {
-	p := page{Base: basePath(r), Title: title, Path: r.URL.Path, Who: c.who(r), CanLogIn: c.canLogIn(),
+	nav, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if nav == "message" {
+		nav = "find"
+	}
+	p := page{Base: basePath(r), Title: title, Path: r.URL.Path, Nav: nav, Who: c.who(r), CanLogIn: c.canLogIn(),
 		ReadOnly: c.cfg.ReadOnly, CSRF: c.csrfToken(w, r), Databases: c.names, Data: data}
 	if whole {
 		p.Flash = c.takeFlash(w, r)
@@ -79,7 +84,7 @@ func (c *Console) renderTemplate(w http.ResponseWriter, r *http.Request, status 
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, c.redact.Replace(buf.String()))
+	_, _ = buf.WriteTo(w)
 }
 
 // refuse answers with a page explaining why a request was not carried out.
@@ -95,14 +100,15 @@ type errorData struct {
 // fail answers with an error page for an error from a database.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	c.cfg.Logger.Error("console: request failed", "path", r.URL.Path, "err", err)
-	c.refuse(w, r, http.StatusInternalServerError, err.Error())
+	c.refuse(w, r, http.StatusInternalServerError, c.errText(r, err))
 }
 
 var funcs = template.FuncMap{
-	"num":  formatNum,
-	"ago":  ago,
-	"span": age,
-	"time": formatTime,
+	"cause": cause,
+	"num":   formatNum,
+	"ago":   ago,
+	"span":  age,
+	"time":  formatTime,
 	"short": func(s string, n int) string {
 		s = strings.Join(strings.Fields(s), " ")
 		if len(s) > n {
@@ -192,4 +198,27 @@ func formatTime(t time.Time) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// messagePrefix matches what a publisher puts before the cause of an error: which message went where, as in
+// "webhook: post message <id> to <url>: " or "amqpbroker: message <id> to "topic": ", and the "Post "<url>": " of
+// Go's HTTP client.
+var messagePrefix = regexp.MustCompile(`^(?:[\w.-]+: )*(?:(?:post|publish|send)(?:ing)? )?message [0-9a-fA-F-]{36}(?: (?:to|on) (?:"[^"]*"|\S+))?(?::| not published:) ?` +
+	`|^(?:Post|Put|Get) "[^"]*": ?`)
+
+// cause is the part of an error that says what went wrong: without the prefixes naming the message and where it
+// went, which are the same for every message of a destination and hide the cause in a list cut at a width.
+func cause(err string) string {
+	out := strings.TrimSpace(err)
+	for {
+		loc := messagePrefix.FindStringIndex(out)
+		if loc == nil || loc[1] == 0 || loc[1] >= len(out) {
+			break
+		}
+		out = strings.TrimSpace(out[loc[1]:])
+	}
+	if out == "" {
+		return err
+	}
+	return out
 }

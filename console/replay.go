@@ -32,7 +32,7 @@ func readReplay(r *http.Request, db string) (replayData, postbox.ReplayFilter, e
 func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	d, f, err := readReplay(r, name)
@@ -43,9 +43,13 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	status, msg := http.StatusOK, ""
 	if err != nil {
-		status, msg = statusOf(err), err.Error()
+		status, msg = statusOf(err), c.errText(r, err)
 	}
-	c.renderStatus(w, r, status, "replay", "Replay", struct {
+	title := "Replay · " + name
+	if d.Topic != "" {
+		title = "Replay " + d.Topic + " · " + name
+	}
+	c.renderStatus(w, r, status, "replay", title, struct {
 		replayData
 		Err string
 	}{d, msg})
@@ -55,18 +59,18 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 func (c *Console) replayDo(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 	name, src, err := c.source(r)
 	if err != nil {
-		c.refuse(w, r, http.StatusNotFound, err.Error())
+		c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 		return
 	}
 	_, f, err := readReplay(r, name)
 	if err != nil {
-		c.refuse(w, r, statusOf(err), err.Error())
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
 	n, err := src.ReplayPublished(r.Context(), f, who)
 	if err != nil {
 		log.Warn("console: replay failed", "db", name, "topic", f.Topic, "from", f.From, "to", f.To, "err", err)
-		c.refuse(w, r, statusOf(err), err.Error())
+		c.refuse(w, r, statusOf(err), c.errText(r, err))
 		return
 	}
 	log.Info("console: replay", "db", name, "topic", f.Topic, "from", f.From, "to", f.To, "count", n)

@@ -19,7 +19,10 @@ type sample struct {
 	// Relays are the figures of the relays that report to the console (Console.Observer) since the previous
 	// sample.
 	Relays relayFigures
-	Err    string
+	// Heartbeats are the relays' own records in the table set (postbox.Client.Relays): which run, and their
+	// destinations' health; nil when the table set keeps none.
+	Heartbeats []postbox.RelayStatus
+	Err        string
 }
 
 // history keeps each database's recent samples, oldest first, for the overview's chart.
@@ -105,17 +108,22 @@ func (c *Console) sampleOne(ctx context.Context, name string) sample {
 	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.SampleInterval, minSampleTimeout))
 	defer cancel()
 	ov, err := c.dbs[name].Overview(ctx, c.cfg.CountLimit)
-	s := sample{At: time.Now(), Ov: ov, Rate: -1}
+	s := sample{At: time.Now(), Ov: c.redact.overview(ov), Rate: -1}
 	if err == nil && ov.Recent.Span > 0 {
 		s.Rate = ov.Recent.PerSecond
 	}
 	s.Relays = c.relays.take(name, s.At, relayForget)
+	if err == nil {
+		if hb, herr := c.dbs[name].Relays(ctx); herr == nil {
+			s.Heartbeats = hb // a table set without the relays table (migration 5) shows none
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 			return s
 		}
-		s.Err = err.Error()
-		c.cfg.Logger.Warn("console: sample", "db", name, "err", err)
+		s.Err = c.redact.text(err.Error())
+		c.cfg.Logger.Warn("console: sample", "db", name, "err", s.Err)
 	}
 	c.hist.add(name, s)
 	return s

@@ -37,14 +37,14 @@ func (c *Console) schema(w http.ResponseWriter, r *http.Request) {
 			d := schemaDB{Name: name, Outbox: qualified(cfg.Schema, cfg.Table), InboxTable: qualified(cfg.Schema, cfg.InboxTable)}
 			ms, err := c.dbs[name].MigrationStatus(r.Context())
 			if err != nil {
-				d.Err = err.Error()
+				d.Err = c.errText(r, err)
 			}
 			d.Migrations = ms
 			if ps, ok := c.dbs[name].(PartitionSource); ok {
 				d.Partitioned = true
 				d.OutboxParts, d.InboxParts, err = ps.Partitions(r.Context())
 				if err != nil {
-					d.PartErr = err.Error()
+					d.PartErr = c.errText(r, err)
 				}
 			}
 			out[i] = d

@@ -12,10 +12,15 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 	return func(w http.ResponseWriter, r *http.Request, log *slog.Logger, who string) {
 		name, src, err := c.source(r)
 		if err != nil {
-			c.refuse(w, r, http.StatusNotFound, err.Error())
+			c.refuse(w, r, http.StatusNotFound, c.errText(r, err))
 			return
 		}
 		topic := strings.TrimSpace(r.PostFormValue("topic"))
+		if pause && topic != "" && r.PostFormValue("confirm") == "" && !c.knownTopic(r, name, topic) {
+			// A mistyped name would pause a topic no message uses, and leave the one meant flowing.
+			c.render(w, r, "pause", "Pause "+topic+"?", pauseData{DB: name, Topic: topic})
+			return
+		}
 		verb, did := "resume", "Resumed"
 		var changed bool
 		if pause {
@@ -26,7 +31,7 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 		}
 		if err != nil {
 			log.Warn("console: "+verb+" topic failed", "db", name, "topic", topic, "err", err)
-			c.refuse(w, r, statusOf(err), err.Error())
+			c.refuse(w, r, statusOf(err), c.errText(r, err))
 			return
 		}
 		log.Info("console: "+verb+" topic", "db", name, "topic", topic, "changed", changed)
@@ -37,4 +42,18 @@ func (c *Console) topicAct(pause bool) func(w http.ResponseWriter, r *http.Reque
 		c.flash(w, r, msg)
 		http.Redirect(w, r, basePath(r)+"/", http.StatusSeeOther)
 	}
+}
+
+type pauseData struct{ DB, Topic string }
+
+// knownTopic reports whether topic has pending or dead messages, or is paused, in the database's latest
+// figures.
+func (c *Console) knownTopic(r *http.Request, db, topic string) bool {
+	s := c.current(r.Context(), db)
+	for _, t := range s.Ov.Topics {
+		if t.Topic == topic {
+			return true
+		}
+	}
+	return false
 }

@@ -108,6 +108,9 @@ type TopicSample struct {
 	// Ready counts the pending records that are due (AvailableAt not after Now); Scheduled those never attempted
 	// and not yet due. The rest of Pending wait for a retry.
 	Ready, Scheduled int64
+	// OldestWaiting is when the longest-waiting ready record among those read became due: its AvailableAt when
+	// never attempted, else its CreatedAt. Zero when none of them is ready.
+	OldestWaiting time.Time
 }
 
 // InboxMinute counts one consumer's claims received in one minute.
@@ -124,4 +127,24 @@ type InboxEntry struct {
 	Failures  int
 	LastError string
 	At        time.Time // when the count was last updated, or when the message was recorded as failed
+}
+
+// Heartbeater is implemented by stores whose table set has the relays table (migration 5): running relays record
+// a heartbeat in it, which operators' tools read.
+type Heartbeater interface {
+	// Heartbeat records h, replacing the instance's last record but for its StartedAt.
+	Heartbeat(ctx context.Context, h RelayHeartbeat) error
+	// Heartbeats lists every recorded relay, in instance order.
+	Heartbeats(ctx context.Context) ([]RelayHeartbeat, error)
+	// ForgetHeartbeats deletes the records last seen before t, and returns how many.
+	ForgetHeartbeats(ctx context.Context, before time.Time) (int64, error)
+}
+
+// RelayHeartbeat is one row of the relays table.
+type RelayHeartbeat struct {
+	Instance          string
+	StartedAt, SeenAt time.Time
+	Version           string
+	// State is the relay's own account of itself, a JSON document the core writes and reads.
+	State string
 }

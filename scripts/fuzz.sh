@@ -25,6 +25,7 @@ fuzzers=(
 	"cmd/postbox ./internal/cli FuzzConfigFile"
 	"cmd/postbox ./internal/cli FuzzParseURLs"
 	"driver/pgxv5/wal . FuzzDecode"
+	"broker/debezium . FuzzRoute"
 )
 for f in "${fuzzers[@]}"; do
 	read -r dir pkg name <<<"$f"

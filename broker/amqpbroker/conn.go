@@ -32,8 +32,9 @@ type ConnConfig struct {
 	// replaying them.
 	AMQP amqp.Config
 	// MinReconnectDelay is the wait before the second connection attempt after a failure; it doubles with each
-	// further failure (with jitter) up to MaxReconnectDelay. Defaults: DefaultMinReconnectDelay and
-	// DefaultMaxReconnectDelay.
+	// further failure (with jitter) up to MaxReconnectDelay. A refused connection (nothing listens: RabbitMQ is
+	// restarting) does not make the publisher's wait grow, so it finds a restarted node within about
+	// MinReconnectDelay. Defaults: DefaultMinReconnectDelay and DefaultMaxReconnectDelay.
 	MinReconnectDelay time.Duration
 	MaxReconnectDelay time.Duration
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/postbox-go/postbox"
@@ -169,7 +170,13 @@ func (p *Publisher) channel(ctx context.Context) (*confirmChannel, error) {
 	defer p.mu.Unlock()
 	if err != nil {
 		p.lastErr = err
-		p.retryAt = time.Now().Add(p.retry.Next())
+		// A refused connection says "not yet" (RabbitMQ is restarting), as the relay treats a refused database
+		// connection: it does not make the wait grow, so a restarted node is found within MinReconnectDelay.
+		wait := p.retry.Next
+		if errors.Is(err, syscall.ECONNREFUSED) && p.retry.Attempts() > 0 {
+			wait = p.retry.Again
+		}
+		p.retryAt = time.Now().Add(wait())
 		return nil, fmt.Errorf("amqpbroker: %w", err)
 	}
 	p.retry.Reset()

@@ -12,6 +12,21 @@
 // headers such as content-type, traceparent and tracestate as they are) and the payload is the record value.
 // The record timestamp is the produce time.
 //
+// # Debezium's outbox layout
+//
+// With PublisherConfig.Debezium set, the publisher writes each message as Debezium's Outbox Event Router writes
+// the outbox row the message stands for (package debezium reproduces the router byte for byte): by default topic
+// "outbox.event." + the message topic, key the message key as JsonConverter writes it ("1" in quotes; null,
+// the four bytes, when the message has none, as the router writes a NULL aggregateid), value the payload as a JSON string, and the message ID in an "id" header,
+// with no ce_ headers. The message is the row: ID = id, Topic = aggregatetype, Key = aggregateid, Type = type,
+// Payload = payload, CreatedAt = timestamp, and each header a column of its own name, so that
+// table.fields.additional.placement can place "type" or "traceparent" as a header or in an envelope. Consumers
+// of a Debezium outbox read these records unchanged; docs/DEBEZIUM.md maps every router option.
+//
+//	pub, err := kafkabroker.NewPublisher(cl, &kafkabroker.PublisherConfig{Debezium: &debezium.Options{}})
+//
+// The partition placement is refused: the record key chooses the partition.
+//
 // # Dedup
 //
 // The idempotent producer lets the broker drop a batch the client sends again after a lost response: the broker

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/postbox-go/postbox v0.1.0
+	github.com/postbox-go/postbox/broker/debezium v0.1.0
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0
 )

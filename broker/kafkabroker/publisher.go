@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/broker"
+	"github.com/postbox-go/postbox/broker/debezium"
 	"github.com/postbox-go/postbox/broker/internal/adapterkit"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +23,13 @@ type PublisherConfig struct {
 	TopicPrefix string
 	// Source is the CloudEvents source attribute. Default: broker.DefaultSource ("postbox").
 	Source string
+	// Debezium, when set, publishes each message as Debezium's Outbox Event Router would publish the outbox row
+	// it stands for, instead of as a CloudEvent, so that consumers of a Debezium outbox read Postbox's records
+	// unchanged: the message is the row (ID = id, Topic = aggregatetype, Key = aggregateid, Type = type,
+	// Payload = payload, CreatedAt = timestamp, each header a column of its name) and the options are the
+	// router's settings (see package debezium and docs/DEBEZIUM.md). No ce_ header is sent; the message ID
+	// is in the "id" header. TopicPrefix still goes before the router's topic. Default: nil, CloudEvents.
+	Debezium *debezium.Options
 	// Logger receives a debug line for each message that failed to publish. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -37,12 +45,17 @@ type Publisher struct {
 	ce       broker.CloudEvents
 	log      *slog.Logger
 	maxBatch func(topic string) int32 // the client's kgo.ProducerBatchMaxBytes
+	dbz      *debezium.Router         // nil: CloudEvents
 	closed   adapterkit.Closed
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. A nil c gives the defaults.
 func (c *PublisherConfig) WithDefaults() PublisherConfig {
 	out := adapterkit.Copy(c)
+	if out.Debezium != nil {
+		o := out.Debezium.WithDefaults()
+		out.Debezium = &o
+	}
 	adapterkit.Default(&out.Source, broker.DefaultSource)
 	adapterkit.Default(&out.Logger, slog.Default())
 	return out
@@ -85,8 +98,16 @@ func NewPublisher(cl *kgo.Client, cfg *PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	maxBatch, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	return &Publisher{cl: cl, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka, Source: c.Source}, log: c.Logger,
-		maxBatch: maxBatch}, nil
+	p := &Publisher{cl: cl, cfg: c, ce: broker.CloudEvents{Prefix: broker.PrefixKafka, Source: c.Source}, log: c.Logger,
+		maxBatch: maxBatch}
+	if c.Debezium != nil {
+		r, err := newDebeziumRouter(*c.Debezium)
+		if err != nil {
+			return nil, fmt.Errorf("%w: kafkabroker.NewPublisher: Debezium: %v", postbox.ErrInvalidConfig, err)
+		}
+		p.dbz = r
+	}
+	return p, nil
 }
 
 // Close makes Publish return ErrClosed from now on. It leaves the client open: close it yourself once the
@@ -162,6 +183,9 @@ func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 
 // record builds the Kafka record for rec.
 func (p *Publisher) record(rec postbox.Record) (*kgo.Record, error) {
+	if p.dbz != nil {
+		return p.debeziumRecord(rec)
+	}
 	topic := p.cfg.TopicPrefix + rec.Topic
 	if err := CheckTopic(topic); err != nil {
 		return nil, fmt.Errorf("kafkabroker: message %s: %v", rec.ID, err)
@@ -179,15 +203,23 @@ func (p *Publisher) record(rec postbox.Record) (*kgo.Record, error) {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		size += len(k) + len(v)
 	}
-	if p.maxBatch != nil {
-		if limit := int(p.maxBatch(topic)); size > limit {
-			return nil, fmt.Errorf("kafkabroker: message %s is %d bytes with its key and headers; the producer's batch limit for %s is %d (kgo.ProducerBatchMaxBytes)",
-				rec.ID, size, topic, limit)
-		}
+	if err := p.checkSize(rec, r, size); err != nil {
+		return nil, err
 	}
 	// A stable header order makes records easy to compare in tools and tests.
 	sort.Slice(r.Headers, func(i, j int) bool { return r.Headers[i].Key < r.Headers[j].Key })
 	return r, nil
+}
+
+// checkSize refuses a record larger on its own than the producer's batch limit: no retry could publish it.
+func (p *Publisher) checkSize(rec postbox.Record, r *kgo.Record, size int) error {
+	if p.maxBatch != nil {
+		if limit := int(p.maxBatch(r.Topic)); size > limit {
+			return fmt.Errorf("kafkabroker: message %s is %d bytes with its key and headers; the producer's batch limit for %s is %d (kgo.ProducerBatchMaxBytes)",
+				rec.ID, size, r.Topic, limit)
+		}
+	}
+	return nil
 }
 
 // classify wraps a produce error, marking as permanent the ones no retry can fix.

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -43,8 +45,9 @@ type ConnConfig struct {
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// MinReconnectDelay is the wait before the second connection attempt after a failure; it doubles with each
-	// further failure (with jitter) up to MaxReconnectDelay. Defaults: DefaultMinReconnectDelay and
-	// DefaultMaxReconnectDelay.
+	// further failure (with jitter) up to MaxReconnectDelay. A refused connection (nothing listens: the server
+	// is restarting) does not make it grow, so a restarted server is found within about MinReconnectDelay.
+	// Defaults: DefaultMinReconnectDelay and DefaultMaxReconnectDelay.
 	MinReconnectDelay time.Duration
 	MaxReconnectDelay time.Duration
 	// Configure, if set, adjusts the autopaho configuration (websocket options, an auth handler, PacketTimeout…)
@@ -108,7 +111,8 @@ func (c ConnConfig) clientConfig(u *url.URL, s session, cb func(*autopaho.Client
 	cfg.TlsCfg = c.TLS
 	cfg.KeepAlive = uint16(max(c.KeepAlive/time.Second, 1)) // 0 would turn keep-alive off
 	cfg.ConnectTimeout = c.ConnectTimeout
-	cfg.ReconnectBackoff = reconnectDelay(c.MinReconnectDelay, c.MaxReconnectDelay)
+	refused := new(atomic.Bool) // whether the last attempt was refused; set before the next delay is asked for
+	cfg.ReconnectBackoff = reconnectDelay(c.MinReconnectDelay, c.MaxReconnectDelay, refused.Load)
 	if c.Username != "" {
 		cfg.ConnectUsername = c.Username
 	}
@@ -126,17 +130,31 @@ func (c ConnConfig) clientConfig(u *url.URL, s session, cb func(*autopaho.Client
 	cfg.EnableManualAcknowledgment = false
 	cfg.OnConnectionUp, cfg.OnConnectionDown, cfg.OnConnectError = nil, nil, nil
 	cb(&cfg)
+	onErr := cfg.OnConnectError
+	cfg.OnConnectError = func(err error) {
+		refused.Store(errors.Is(err, syscall.ECONNREFUSED))
+		if onErr != nil {
+			onErr(err)
+		}
+	}
 	return cfg
 }
 
 // reconnectDelay is the wait before connection attempt n: none before the first, then the project's backoff
-// from min to max.
-func reconnectDelay(minDelay, maxDelay time.Duration) autopaho.Backoff {
+// from min to max. An attempt that was refused (refused reports it) does not make the next delay grow: nothing
+// listening on the server's port says "not yet" (the server is restarting), as the relay treats a refused
+// database connection, so a restarted server is found within about minDelay of listening again.
+func reconnectDelay(minDelay, maxDelay time.Duration, refused func() bool) autopaho.Backoff {
+	level := 0 // autopaho asks for one delay at a time, attempt 0 first, on one goroutine per connection loss
 	return func(attempt int) time.Duration {
 		if attempt <= 0 {
+			level = 0
 			return 0
 		}
-		return backoff.Delay(minDelay, maxDelay, attempt)
+		if level == 0 || !refused() {
+			level++
+		}
+		return backoff.Delay(minDelay, maxDelay, level)
 	}
 }
 

@@ -105,7 +105,9 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 // too), so a retry keeps their order. It returns nil when every record was acknowledged, and otherwise a
 // *postbox.BatchError. A record no subscription matched fails unless AllowNoSubscribers is set. Records no retry
 // can publish (a topic with wildcards, text that is not UTF-8, a message the server finds too large or
-// malformed) fail with a postbox.Permanent error. When no connection comes up within ConnectTimeout, Publish
+// malformed) fail with a postbox.Permanent error. A record whose PUBACK did not come (the connection went, or
+// the wait timed out) fails with a postbox.Unavailable error, and so do the later records of its topic and key:
+// a relay retries them without counting an attempt. When no connection comes up within ConnectTimeout, Publish
 // returns the last connection error for the whole batch.
 func (p *Publisher) Publish(ctx context.Context, batch []postbox.Record) error {
 	if len(batch) == 0 {
@@ -144,17 +146,21 @@ const maxSenders = 64
 // failure.
 func (p *Publisher) publishChain(ctx context.Context, cm *autopaho.ConnectionManager, batch []postbox.Record, chain []int, errs []error) {
 	var failed string
+	var unavailable bool // the failure before was the server's, not the message's
 	for _, i := range chain {
 		rec := batch[i]
 		switch {
 		case failed != "":
 			errs[i] = fmt.Errorf("mqttbroker: message %s not published: message %s with the same topic and key failed before it", rec.ID, failed)
+			if unavailable {
+				errs[i] = postbox.Unavailable(errs[i])
+			}
 		case ctx.Err() != nil:
 			errs[i] = fmt.Errorf("mqttbroker: message %s not published: %w", rec.ID, ctx.Err())
 		default:
 			errs[i] = p.publish(ctx, cm, rec)
 			if errs[i] != nil && !postbox.IsPermanent(errs[i]) {
-				failed = rec.ID
+				failed, unavailable = rec.ID, postbox.IsUnavailable(errs[i])
 			}
 		}
 	}
@@ -199,7 +205,9 @@ func (p *Publisher) publish(ctx context.Context, cm *autopaho.ConnectionManager,
 		}
 		return err
 	case err != nil:
-		return fmt.Errorf("mqttbroker: message %s to %q: no PUBACK (it may still be delivered): %w", rec.ID, rec.Topic, err)
+		// The connection went, or the wait timed out: the server is unavailable, not the message at fault, so the
+		// relay retries it without counting an attempt (postbox.Unavailable).
+		return postbox.Unavailable(fmt.Errorf("mqttbroker: message %s to %q: no PUBACK (it may still be delivered): %w", rec.ID, rec.Topic, err))
 	case resp.ReasonCode == 0x10 && !p.cfg.AllowNoSubscribers:
 		return fmt.Errorf("mqttbroker: message %s: %w for topic %q, so the server dropped it; make the subscribers' "+
 			"sessions (Subscriber.EnsureSession) before publishing, or set AllowNoSubscribers", rec.ID, errNoSubscribers, rec.Topic)

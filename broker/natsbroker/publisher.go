@@ -127,6 +127,11 @@ func classify(rec postbox.Record, err error) error {
 		return postbox.Permanent(err)
 	case errors.As(err, &js) && js.APIError() != nil && js.APIError().ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return postbox.Permanent(err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		// JetStream's words for a subject no stream holds, which say nothing of streams: say what to do. It stays
+		// retryable, since the stream may be created while the relay runs.
+		return fmt.Errorf("%w; no JetStream stream holds subject %q: add it to a stream's subjects (EnsureStream, "+
+			"or `nats stream add`), or give the postbox relay's broker URL ?stream=NAME&subjects=%s", err, rec.Topic, rec.Topic)
 	}
 	return err
 }

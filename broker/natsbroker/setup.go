@@ -16,7 +16,8 @@ import (
 const DefaultDuplicates = 2 * time.Minute
 
 // EnsureStream creates the stream, or updates it to cfg if it exists. Streams hold messages durably; a subject
-// no stream covers cannot be published to (Publish reports "no responders" for it). Duplicates defaults to
+// no stream covers cannot be published to (Publish reports "no response from stream" for it, with the subject
+// and the fix). A subject another stream holds is refused, naming that stream. Duplicates defaults to
 // DefaultDuplicates. Call it at deploy or start-up time; Postbox never creates streams on its own.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if cfg.Name == "" || len(cfg.Subjects) == 0 {
@@ -28,9 +29,52 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	}
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
+		var jsErr jetstream.JetStreamError
+		if errors.As(err, &jsErr) && jsErr.APIError() != nil && jsErr.APIError().ErrorCode == jsErrCodeStreamSubjectOverlap {
+			if other, subject, found := overlapping(ctx, js, cfg); found {
+				return nil, fmt.Errorf("natsbroker: ensure stream %s: %w: stream %s already holds %s; a subject belongs to one "+
+					"stream only: take it out of one of them, or use stream %s", cfg.Name, err, other, subject, other)
+			}
+		}
 		return nil, fmt.Errorf("natsbroker: ensure stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// jsErrCodeStreamSubjectOverlap is the server's error code for a stream whose subjects another stream holds.
+const jsErrCodeStreamSubjectOverlap jetstream.ErrorCode = 10065
+
+// overlapping finds a stream other than cfg's whose subjects overlap cfg's, and the subject it holds.
+func overlapping(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (name, subject string, found bool) {
+	streams := js.ListStreams(ctx)
+	for info := range streams.Info() { // read to the end, so that the lister's goroutine finishes
+		if found || info.Config.Name == cfg.Name {
+			continue
+		}
+		for _, theirs := range info.Config.Subjects {
+			for _, ours := range cfg.Subjects {
+				if !found && subjectsOverlap(theirs, ours) {
+					name, subject, found = info.Config.Name, theirs, true
+				}
+			}
+		}
+	}
+	return name, subject, found
+}
+
+// subjectsOverlap reports whether some subject matches both patterns (* one token, > one or more at the end).
+func subjectsOverlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		switch {
+		case at[i] == ">" || bt[i] == ">":
+			return true
+		case at[i] == "*" || bt[i] == "*" || at[i] == bt[i]:
+		default:
+			return false
+		}
+	}
+	return len(at) == len(bt)
 }
 
 // EnsureConsumer creates the durable pull consumer on stream, or updates it to cfg if it exists. Subscribers

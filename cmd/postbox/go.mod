@@ -10,6 +10,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.1.0
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
+	github.com/postbox-go/postbox/broker/debezium v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0
@@ -62,7 +63,7 @@ require (
 	github.com/google/s2a-go v0.1.11 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
-	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
+	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgio v1.0.0 // indirect

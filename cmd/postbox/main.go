@@ -1,9 +1,10 @@
 // Command postbox runs the transactional outbox relay and the operator's tools around it: migrations, sending,
 // status and dead letters.
 //
-//	go install github.com/postbox-go/postbox/cmd/postbox@latest
+//	go install ./cmd/postbox      (from a clone of the repository; no version is published yet)
 //
-// The demo is a command of its own: go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+// The demo is a command of its own: go run ./cmd/postbox/demo (or make demo). The README's Install section has
+// the other ways in: the container image, and the library from a clone through a go.work file.
 //
 // See 'postbox --help' and package internal/cli.
 package main

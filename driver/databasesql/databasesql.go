@@ -7,7 +7,9 @@
 //	client, err := postbox.NewClient(databasesql.New(db, databasesql.Postgres), nil)
 //
 // SQLite through modernc.org/sqlite, the embedded default. Use WAL and a busy timeout, and begin transactions
-// with _txlock=immediate so that a transaction that reads before it writes cannot fail with SQLITE_BUSY:
+// with _txlock=immediate so that a transaction that reads before it writes cannot fail with SQLITE_BUSY. With a
+// plain file:app.db a second writer fails at once; the driver then appends this fix (SQLiteBusyFix) to the
+// SQLITE_BUSY error.
 //
 //	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
 //	client, err := postbox.NewClient(databasesql.New(db, databasesql.SQLite), nil)
@@ -27,6 +29,7 @@ import (
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"errors"
+	"strings"
 
 	"github.com/postbox-go/postbox/driver"
 	"github.com/postbox-go/postbox/driver/internal/sqlstore"
@@ -112,10 +115,13 @@ func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
 }
 
 // Begin starts a transaction on db.
-func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) { return d.db.BeginTx(ctx, nil) }
+func (d *Driver) Begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	return tx, busyHint(err)
+}
 
 // Commit commits tx.
-func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+func (d *Driver) Commit(_ context.Context, tx *sql.Tx) error { return busyHint(tx.Commit()) }
 
 // Rollback rolls tx back; a finished transaction is not an error.
 func (d *Driver) Rollback(_ context.Context, tx *sql.Tx) error {
@@ -170,7 +176,7 @@ type conn struct{ q querier }
 func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := c.q.ExecContext(ctx, query, args...)
 	if err != nil {
-		return 0, err
+		return 0, busyHint(err)
 	}
 	return res.RowsAffected()
 }
@@ -178,10 +184,36 @@ func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error
 func (c conn) Query(ctx context.Context, query string, args []any, row func(scan func(...any) error) error) error {
 	rows, err := c.q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return busyHint(err)
 	}
 	defer rows.Close()
-	return sqlstore.EachRow(rows, row)
+	return busyHint(sqlstore.EachRow(rows, row))
+}
+
+// SQLiteBusyFix is what busyHint adds to SQLite's SQLITE_BUSY ("database is locked") errors: the DSN and pool
+// setting under which writers wait for each other instead of failing.
+const SQLiteBusyFix = `SQLite was busy: another connection held the database's lock and this one did not wait. ` +
+	`Open it with a busy timeout, WAL and immediate transactions, so that writers wait for each other: ` +
+	`sql.Open("sqlite", "file:shop.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")`
+
+// busyError is an SQLITE_BUSY error with the fix appended; errors.Is and errors.As see the driver's error.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string { return e.err.Error() + ": " + SQLiteBusyFix }
+func (e *busyError) Unwrap() error { return e.err }
+
+// busyHint appends SQLiteBusyFix to an SQLITE_BUSY error, the error of a DSN such as file:shop.db, which sets no
+// busy timeout: a second writer fails at once. Other errors are returned as they are.
+func busyHint(err error) error {
+	var already *busyError
+	if err == nil || errors.As(err, &already) {
+		return err
+	}
+	// modernc.org/sqlite says "database is locked (5) (SQLITE_BUSY)", mattn/go-sqlite3 "database is locked".
+	if msg := err.Error(); !strings.Contains(msg, "SQLITE_BUSY") && !strings.Contains(msg, "database is locked") {
+		return err
+	}
+	return &busyError{err}
 }
 
 // session is a connection taken out of the pool; Close discards it, so no lock or setting reaches the pool.
@@ -217,7 +249,7 @@ func beginImmediate(ctx context.Context, db *sql.DB) (sqlstore.Tx, error) {
 	}
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		c.Close()
-		return nil, err
+		return nil, busyHint(err)
 	}
 	return &immediateTx{conn{c}, c}, nil
 }
@@ -230,7 +262,7 @@ func (t *immediateTx) end(ctx context.Context, stmt string) error {
 	if err != nil {
 		// The transaction may still be open on this connection: never hand it back to the pool.
 		_ = t.c.Raw(func(any) error { return sqldriver.ErrBadConn })
-		return err
+		return busyHint(err)
 	}
 	return t.c.Close()
 }

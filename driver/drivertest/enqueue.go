@@ -104,7 +104,9 @@ func testMigrate[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 		prev := 0
 		for i, m := range ms {
 			// Versions increase but may skip: migrations of features developed side by side take their numbers early.
-			names := strings.Contains(m.SQL, quote(cfg.Table)) || strings.Contains(m.SQL, quote(cfg.InboxTable))
+			// A table of the set may be named after the outbox, such as <outbox>_relays: the quoted name's start.
+			open := quote("")[:1]
+			names := strings.Contains(m.SQL, open+cfg.Table) || strings.Contains(m.SQL, open+cfg.InboxTable)
 			if m.Version <= prev || m.Name == "" || !names {
 				t.Fatalf("migration %d = version %d name %q; want a version above %d, a name, and SQL naming the quoted table %s or %s",
 					i, m.Version, m.Name, prev, quote(cfg.Table), quote(cfg.InboxTable))

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,7 +295,10 @@ func testReplay[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 
 func testResendEdited[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	ctx := context.Background()
-	c := Client(t, newDriver(t), nil)
+	var logs lockedLog
+	cfg := Tables(nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	c := Client(t, newDriver(t), cfg)
 	enqueue(t, c, postbox.Message{Topic: "poison", Type: "order.created", Key: "k", Payload: []byte(`{"bad":1}`),
 		Headers: map[string]string{"x-tenant": "acme"}})
 	drain(t, relay(t, c, poisonRecorder(), nil))
@@ -308,12 +314,34 @@ func testResendEdited[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	}
 	r, err := c.FindMessage(ctx, id)
 	if err != nil || r.Status != postbox.StatusPending || string(r.Payload) != `{"good":1}` ||
-		r.Headers[postbox.HeaderReplayOf] != dead[0].ID || r.Headers["x-tenant"] != "acme" || r.Key != "k" {
+		r.Headers[postbox.HeaderReplayOf] != dead[0].ID || r.Headers["x-tenant"] != "acme" || r.Key != "k" ||
+		r.Headers[postbox.HeaderEditedBy] != "ops" {
 		t.Fatalf("resent record = %+v, %v; want the edited payload, the original's headers and %s=%s", r, err,
 			postbox.HeaderReplayOf, dead[0].ID)
 	}
 	if dead[0].Headers[postbox.HeaderReplayOf] != "" {
 		t.Fatal("ResendEdited changed the caller's headers")
+	}
+	// The log says what changed, old and new, with digests of the payloads rather than the payloads.
+	if line := logs.String(); !strings.Contains(line, "old_topic=poison") || !strings.Contains(line, "topic=orders") ||
+		!strings.Contains(line, "old_payload_sha256=") || strings.Contains(line, `{"good":1}`) {
+		t.Errorf("the resend's log line does not say what changed (old and new topic, payload digests):\n%s", line)
+	}
+	// The client's event registry checks the edited copy as it checks any enqueue.
+	reg, err := postbox.NewRegistry(postbox.EventType{Type: "order.created", Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := Tables(nil)
+	strict.Table, strict.InboxTable, strict.Registry = c.Config().Table, c.Config().InboxTable, reg
+	sc, err := postbox.NewClient(newDriver(t), strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := m
+	wrong.Topic = "invoices"
+	if _, err := sc.ResendEdited(ctx, dead[0].ID, wrong, "ops"); err == nil {
+		t.Error("ResendEdited sent a copy on a topic the event registry refuses for its type")
 	}
 	if _, err := c.ResendEdited(ctx, "nope", m, ""); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("ResendEdited(bad original) = %v, want ErrInvalidConfig", err)
@@ -436,6 +464,18 @@ func testOverview[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	if !o.OldestReady.Equal(first.Add(time.Minute)) {
 		t.Fatalf("OldestReady = %v, want %v (the oldest pending message's creation)", o.OldestReady, first.Add(time.Minute))
 	}
+	// The orders waiting longest were enqueued a minute after the first ones, which were published; the
+	// others have no message waiting. Times are compared with Equal, the rest as a whole.
+	waited := func(topics []postbox.TopicOverview, topic string, since time.Time) {
+		t.Helper()
+		for i, tp := range topics {
+			if want := tp.Topic == topic; want && !tp.OldestWaiting.Equal(since) || !want && !tp.OldestWaiting.IsZero() {
+				t.Fatalf("Overview topic %s waiting since %v; want orders since %v, the others not waiting", tp.Topic, tp.OldestWaiting, since)
+			}
+			topics[i].OldestWaiting = time.Time{}
+		}
+	}
+	waited(o.Topics, "orders", first.Add(time.Minute))
 	want := []postbox.TopicOverview{{Topic: "orders", Pending: 3}, {Topic: "poison", Dead: 2}, {Topic: "refunds", Paused: true}}
 	if !slices.Equal(o.Topics, want) {
 		t.Fatalf("Overview topics = %+v, want %+v", o.Topics, want)
@@ -450,6 +490,7 @@ func testOverview[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[
 	if o.Pending != (postbox.Count{N: 2, More: true}) || o.Dead != (postbox.Count{N: 2}) || o.Published != (postbox.Count{N: 2, More: true}) {
 		t.Fatalf("Overview(limit 2) pending %v dead %v published %v; want more than 2, 2, more than 2", o.Pending, o.Dead, o.Published)
 	}
+	waited(o.Topics, "orders", first.Add(time.Minute))
 	if o.Topics[0] != (postbox.TopicOverview{Topic: "orders", Pending: 2}) {
 		t.Fatalf("Overview(limit 2) topics = %+v; want orders counted over the 2 oldest pending", o.Topics)
 	}
@@ -499,6 +540,15 @@ func testOverviewSplit[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	if o.Pending != (postbox.Count{N: 4}) || o.Ready != (postbox.Count{N: 2}) || o.Scheduled != (postbox.Count{N: 1}) {
 		t.Fatalf("pending %v, ready %v, scheduled %v; want 4, 2 (orders), 1 (the reminder; the failed message waits for a retry)",
 			o.Pending, o.Ready, o.Scheduled)
+	}
+	// The longest wait per topic: the orders have waited since their enqueue; the failed message waits for its
+	// retry and the reminder for its time, so neither is waiting for a relay.
+	waits := map[string]time.Time{}
+	for _, tp := range o.Topics {
+		waits[tp.Topic] = tp.OldestWaiting
+	}
+	if !waits["orders"].Equal(clock.Now().Add(-10*time.Second)) || !waits["flaky"].IsZero() || !waits["reminders"].IsZero() {
+		t.Fatalf("oldest waiting per topic %v; want orders since %v, none for flaky and reminders", waits, clock.Now().Add(-10*time.Second))
 	}
 	want := postbox.Recent{Published: postbox.Count{N: 4}, Span: postbox.RecentWindow, PerSecond: 4 / postbox.RecentWindow.Seconds(),
 		LatencyP50: 30 * time.Second, LatencyP95: 30 * time.Second}
@@ -612,4 +662,22 @@ func testInboxView[TTx any](t *testing.T, newDriver NewDriver[TTx]) {
 	if _, err := c.InboxView(ctx, "", time.Time{}, 0); !errors.Is(err, postbox.ErrInvalidConfig) {
 		t.Fatalf("InboxView(no consumer) = %v, want ErrInvalidConfig", err)
 	}
+}
+
+// lockedLog is a log destination safe for concurrent writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

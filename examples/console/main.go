@@ -57,8 +57,11 @@ func run(ctx context.Context) error {
 	// docs: console
 	con, err := console.New(&console.Config{
 		Databases: []console.Database{{Name: "shop", Source: console.FromClient(client)}},
-		// Changes need a login; without a token (or a user and password) the console only reads.
+		// With a token (or a user and password) reading and changes need a login; without one the console
+		// only reads.
 		Token: os.Getenv("POSTBOX_CONSOLE_TOKEN"),
+		// The names the console is served under: a request naming another host gets 421 (DNS rebinding).
+		Hosts: []string{"ops.example.com"},
 	})
 	if err != nil {
 		return err

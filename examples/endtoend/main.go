@@ -75,11 +75,12 @@ func run(ctx context.Context, dbURL, natsURL string) (string, error) {
 	if _, err := client.Migrate(ctx); err != nil { // or apply client.Migrations() with your migration tool
 		return "", err
 	}
-	// docs: end
+	// Your own tables: the orders, and the charges the billing service below writes.
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, cents int NOT NULL);
 		CREATE TABLE IF NOT EXISTS charges (order_id text NOT NULL, cents int NOT NULL)`); err != nil {
 		return "", err
 	}
+	// docs: end
 
 	// docs: relay, broker
 	nc, err := nats.Connect(natsURL)

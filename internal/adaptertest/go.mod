@@ -12,6 +12,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/postbox-go/postbox v0.1.0
 	github.com/postbox-go/postbox/broker/amqpbroker v0.1.0
+	github.com/postbox-go/postbox/broker/debezium v0.1.0
 	github.com/postbox-go/postbox/broker/gcppubsub v0.1.0
 	github.com/postbox-go/postbox/broker/kafkabroker v0.1.0
 	github.com/postbox-go/postbox/broker/mqttbroker v0.1.0

@@ -2,7 +2,7 @@
 // NATS JetStream server in a temporary directory. It is a command of its own, apart from the postbox relay, so that
 // the relay binary links no server and trying Postbox builds only what the demo runs.
 //
-//	go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+//	go run ./cmd/postbox/demo      (from a clone of the repository, or make demo)
 //	go run ./cmd/postbox/demo --orders 20000 --duplicates 25
 //	go run ./cmd/postbox/demo --json | jq .lost
 //
@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := flag.NewFlagSet("demo", flag.ContinueOnError)
 	f.SetOutput(stderr)
 	f.Usage = func() {
-		fmt.Fprint(stderr, "Usage: go run github.com/postbox-go/postbox/cmd/postbox/demo [--json] [--orders N] [--duplicates PERCENT]\n\n"+
+		fmt.Fprint(stderr, "Usage: go run ./cmd/postbox/demo [--json] [--orders N] [--duplicates PERCENT]\n\n"+
 			"Runs orders → outbox → relay → NATS JetStream → inbox in one process, on embedded SQLite and NATS.\n\nFlags:\n")
 		f.PrintDefaults()
 	}
@@ -131,6 +131,7 @@ type demoOptions struct {
 	orders, producers, duplicates int
 	rate                          int // orders per second; 0 is unpaced
 	timeout                       time.Duration
+	progressTick                  time.Duration // how often the live progress line is redrawn; 100ms when 0
 }
 
 // demoSummary is what the demo reports; --json prints it as is.
@@ -196,11 +197,7 @@ func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
 	if _, err := client.Migrate(ctx); err != nil {
 		return err
 	}
-	for _, ddl := range []string{
-		"CREATE TABLE orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, total_cents INTEGER NOT NULL)",
-		// No key on order_id: a second effect for one order must show up as a row, not as an error.
-		"CREATE TABLE shipments (order_id TEXT NOT NULL, created_at INTEGER NOT NULL)",
-	} {
+	for _, ddl := range demoTables {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			return err
 		}
@@ -245,7 +242,7 @@ func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(relayCtx) }()
 
-	var stats demoCounters
+	stats := demoCounters{settled: make(chan struct{}, 1)}
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
 	consumerDone := make(chan error, 1)
@@ -262,7 +259,11 @@ func runDemo(ctx context.Context, rt *runtime, o demoOptions) error {
 	produceErr := make(chan error, 1)
 	go func() { produceErr <- produce(ctx, client, relay, o, &stats) }()
 
-	progress := time.NewTicker(100 * time.Millisecond)
+	tick := o.progressTick
+	if tick <= 0 {
+		tick = 100 * time.Millisecond
+	}
+	progress := time.NewTicker(tick)
 	defer progress.Stop()
 	var runErr error
 	produced := false
@@ -279,6 +280,8 @@ wait:
 			runErr = fmt.Errorf("shipping service stopped: %v", err)
 			consumerDone = nil
 			break wait
+		case <-stats.settled:
+			// A delivery was settled: the pipeline may be done, checked below, not at the next progress tick.
 		case <-progress.C:
 			if rt.tty && !o.json {
 				fmt.Fprintf(rt.stderr, "\rcommitted %6d   published %6d   delivered %6d   duplicates skipped %5d ",
@@ -318,9 +321,7 @@ wait:
 		Delivered: stats.delivered.Load(), Deliveries: stats.deliveries.Load(), DuplicatesSkipped: stats.skipped.Load(),
 		Broker: "NATS JetStream (embedded)", Database: "SQLite (embedded)", Seconds: elapsed.Seconds()}
 	// Lost and processed-twice come from the database, not from counters: an order without a shipment was lost.
-	if err := db.QueryRowContext(context.WithoutCancel(ctx), "SELECT (SELECT count(*) FROM orders o WHERE NOT EXISTS"+
-		" (SELECT 1 FROM shipments s WHERE s.order_id = o.id)), (SELECT count(*) - count(DISTINCT order_id) FROM shipments)").
-		Scan(&s.Lost, &s.ProcessedTwice); err != nil {
+	if err := db.QueryRowContext(context.WithoutCancel(ctx), finalCheck).Scan(&s.Lost, &s.ProcessedTwice); err != nil {
 		return err
 	}
 	s.PerSecond = float64(s.Delivered) / elapsed.Seconds()
@@ -340,6 +341,20 @@ wait:
 	return nil
 }
 
+// demoTables are the order and shipping services' own tables.
+var demoTables = []string{
+	"CREATE TABLE orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, total_cents INTEGER NOT NULL)",
+	// No key on order_id: a second effect for one order must show up as a row, not as an error.
+	"CREATE TABLE shipments (order_id TEXT NOT NULL, created_at INTEGER NOT NULL)",
+	// The final check looks each order's shipments up: without an index it read the whole table per order, and
+	// --orders 20000 sat silent for about 50 s after the pipeline had finished.
+	"CREATE INDEX shipments_order_id ON shipments (order_id)",
+}
+
+// finalCheck counts the orders without a shipment (lost) and the shipments beyond one per order (processed twice).
+const finalCheck = "SELECT (SELECT count(*) FROM orders o WHERE NOT EXISTS" +
+	" (SELECT 1 FROM shipments s WHERE s.order_id = o.id)), (SELECT count(*) - count(DISTINCT order_id) FROM shipments)"
+
 func printDemoSummary(rt *runtime, s demoSummary) {
 	w := rt.stdout
 	fmt.Fprintf(w, "Postbox demo: %s, broker: %s\n\n", s.Database, s.Broker)
@@ -356,6 +371,7 @@ func printDemoSummary(rt *runtime, s demoSummary) {
 
 type demoCounters struct {
 	committed, delivered, deliveries, skipped, injected atomic.Int64
+	settled                                             chan struct{} // a delivery was acked or nacked
 	mu                                                  sync.Mutex
 	latencies                                           []time.Duration
 }
@@ -481,7 +497,16 @@ type losingAck struct {
 	l *losingAcks
 }
 
+// settledOne tells the demo's loop that a delivery was settled, without waiting for it to look.
+func (c *demoCounters) settledOne() {
+	select {
+	case c.settled <- struct{}{}:
+	default:
+	}
+}
+
 func (a *losingAck) Ack(ctx context.Context) error {
+	defer a.l.c.settledOne()
 	if a.d.Attempt <= 1 && rand.IntN(100) < a.l.percent {
 		a.l.c.injected.Add(1)
 		return a.d.Nack(ctx, 0)
@@ -489,4 +514,7 @@ func (a *losingAck) Ack(ctx context.Context) error {
 	return a.d.Ack(ctx)
 }
 
-func (a *losingAck) Nack(ctx context.Context, delay time.Duration) error { return a.d.Nack(ctx, delay) }
+func (a *losingAck) Nack(ctx context.Context, delay time.Duration) error {
+	defer a.l.c.settledOne()
+	return a.d.Nack(ctx, delay)
+}

@@ -60,6 +60,9 @@ type Dialect interface {
 	// insertIgnore renders an insert of one row into table's cols (a parenthesised list) from arguments 1..n that
 	// does nothing, and affects no row, when the primary key is taken.
 	insertIgnore(table, cols string, n int) string
+	// upsertTail renders what follows an insert of one row so that a row whose primary key, key, is taken has its
+	// cols set to the inserted row's instead.
+	upsertTail(key string, cols ...string) string
 	// statusScan renders the outbox aliased o for a query that reads the records of one status in id order.
 	statusScan(outbox string) string
 	// insert writes recs into outbox inside the caller's transaction c.
@@ -164,6 +167,19 @@ func skipTopics(alias string, n int) string {
 		return ""
 	}
 	return " AND " + alias + ".topic NOT IN (?" + strings.Repeat(", ?", n-1) + ")"
+}
+
+func (questionMarks) upsertTail(key string, cols ...string) string {
+	return onConflictUpdate(key, cols)
+}
+
+// onConflictUpdate is upsertTail in the INSERT ... ON CONFLICT form of PostgreSQL and SQLite.
+func onConflictUpdate(key string, cols []string) string {
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = c + " = excluded." + c
+	}
+	return "ON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(set, ", ")
 }
 
 func (questionMarks) insertIgnore(table, cols string, n int) string {

@@ -389,6 +389,15 @@ func (mysql) containsText(col string, _ int) string { return "LOCATE(?, " + col 
 // minuteOf divides microseconds with DIV: MySQL's "/" gives a decimal.
 func (mysql) minuteOf(col string) string { return col + " DIV 60000000" }
 
+// upsertTail uses ON DUPLICATE KEY UPDATE with VALUES(), which MySQL 8.0.20+ deprecates but both servers run.
+func (mysql) upsertTail(_ string, cols ...string) string {
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = c + " = VALUES(" + c + ")"
+	}
+	return "ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+}
+
 // insertIgnore uses INSERT IGNORE; its inputs are checked text that cannot raise the errors IGNORE would hide.
 func (mysql) insertIgnore(table, cols string, n int) string {
 	return "INSERT IGNORE INTO " + table + " " + cols + " VALUES (?" + strings.Repeat(", ?", n-1) + ")"

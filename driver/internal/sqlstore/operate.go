@@ -62,13 +62,16 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 	for _, status := range []string{"pending", "dead"} {
 		a := &args{d: s.d}
 		q := "SELECT h.topic, count(*), SUM(CASE WHEN h.available_at <= " + a.add(s.d.timeArg(p.Now)) + " THEN 1 ELSE 0 END)," +
-			" SUM(CASE WHEN h.attempts = 0 AND h.available_at > " + a.add(s.d.timeArg(p.Now)) + " THEN 1 ELSE 0 END)" +
-			" FROM (SELECT o.topic, o.available_at, o.attempts FROM " + s.d.statusScan(s.outbox) +
+			" SUM(CASE WHEN h.attempts = 0 AND h.available_at > " + a.add(s.d.timeArg(p.Now)) + " THEN 1 ELSE 0 END)," +
+			" MIN(CASE WHEN h.available_at <= " + a.add(s.d.timeArg(p.Now)) +
+			" THEN CASE WHEN h.attempts > 0 THEN h.created_at ELSE h.available_at END END)" +
+			" FROM (SELECT o.topic, o.available_at, o.attempts, o.created_at FROM " + s.d.statusScan(s.outbox) +
 			" WHERE o.status = '" + status + "' ORDER BY o.id LIMIT " + a.add(p.Limit) + ") AS h GROUP BY h.topic"
 		err := s.b.Pool().Query(ctx, q, a.list, func(scan func(...any) error) error {
 			var topic string
 			var n, ready, scheduled int64
-			if err := scan(&topic, &n, &ready, &scheduled); err != nil {
+			oldest, oldestDest := s.d.nullTimeDest()
+			if err := scan(&topic, &n, &ready, &scheduled, oldestDest); err != nil {
 				return err
 			}
 			t := topics[topic]
@@ -77,7 +80,7 @@ func (s *store[TTx]) Overview(ctx context.Context, p driver.OverviewParams) (dri
 				topics[topic] = t
 			}
 			if status == "pending" {
-				t.Pending, t.Ready, t.Scheduled = n, ready, scheduled
+				t.Pending, t.Ready, t.Scheduled, t.OldestWaiting = n, ready, scheduled, oldest()
 			} else {
 				t.Dead = n
 			}

@@ -356,6 +356,8 @@ func (postgres) minuteOf(col string) string {
 	return "floor(extract(epoch FROM " + col + ") / 60)::bigint"
 }
 
+func (postgres) upsertTail(key string, cols ...string) string { return onConflictUpdate(key, cols) }
+
 func (p postgres) insertIgnore(table, cols string, n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {

@@ -37,6 +37,7 @@ type Relay struct {
 	log     *slog.Logger
 	running atomic.Bool
 	failing atomic.Bool // the last attempt to stream failed
+	standby atomic.Bool // the last attempt found another relay reading the slot
 
 	published, failed, dead, batches, errors, spilled atomic.Int64
 	unverified                                        atomic.Int64 // see verified (auth.go)
@@ -158,6 +159,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		case errors.Is(err, ErrRefused) || errors.Is(err, ErrVersion):
 			r.log.ErrorContext(ctx, "WAL relay stopped", "err", err)
 			return err
+		case slotInUse(err):
+			// Another relay reads the slot: the normal state of a standby, not a failure. It says so once and
+			// tries again at the error-backoff pace, so that it takes over soon after the other relay stops.
+			if !r.standby.Swap(true) {
+				r.log.InfoContext(ctx, "WAL relay on standby: another relay reads the slot; taking over when it stops", "reason", err)
+			}
+			if !sleep(ctx, retry.Next()) {
+				return nil
+			}
 		case err != nil:
 			r.errors.Add(1)
 			if !r.failing.Swap(true) {
@@ -270,6 +280,9 @@ func (r *Relay) stream(ctx context.Context, retry *backoff.Backoff) error {
 	defer stop()
 	r.streaming.Store(true)
 	defer r.streaming.Store(false)
+	if r.standby.Swap(false) {
+		r.log.InfoContext(ctx, "WAL relay took over the slot from the relay that read it", "from", start)
+	}
 	if r.failing.Swap(false) {
 		r.log.InfoContext(ctx, "WAL relay streaming again", "from", start)
 	}
@@ -277,4 +290,11 @@ func (r *Relay) stream(ctx context.Context, retry *backoff.Backoff) error {
 	r.confirmed.Store(uint64(start))
 	s := &session{r: r, conn: conn, confirmed: start, sent: start, seen: map[string]struct{}{}, spilledKeys: map[string]struct{}{}}
 	return s.run(ctx)
+}
+
+// slotInUse reports whether err says another session reads the slot: PostgreSQL's object_in_use (SQLSTATE 55006,
+// "replication slot ... is active for PID N").
+func slotInUse(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55006"
 }

@@ -14,7 +14,7 @@ import (
 	"log"
 	"os"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/driver/databasesql"
@@ -51,8 +51,14 @@ func main() {
 // open connects to MySQL, makes a Postbox client and creates the tables.
 func open(ctx context.Context, dsn string) (*sql.DB, *postbox.Client[*sql.Tx], error) {
 	// docs: mysql, open
-	// interpolateParams=true saves two round trips per statement; Postbox needs no other DSN option.
-	db, err := sql.Open("mysql", dsn+"?interpolateParams=true")
+	// interpolateParams saves two round trips per statement; Postbox needs no other DSN option. Set through the
+	// parsed DSN, it keeps the parameters the DSN already has.
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.InterpolateParams = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, nil, err
 	}

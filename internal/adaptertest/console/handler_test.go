@@ -23,8 +23,14 @@ import (
 	"github.com/postbox-go/postbox/postboxtest"
 )
 
-// handlerEnv serves a console over fresh tables, without a browser.
+// handlerEnv serves a console over fresh tables, without a browser, under the prefix /ops/postbox.
 func handlerEnv(t *testing.T, cfg console.Config) (*httptest.Server, *postbox.Client[pgxTx]) {
+	t.Helper()
+	return handlerEnvAt(t, cfg, "/ops/postbox")
+}
+
+// handlerEnvAt serves a console over fresh tables under prefix ("" for the root of the site).
+func handlerEnvAt(t *testing.T, cfg console.Config, prefix string) (*httptest.Server, *postbox.Client[pgxTx]) {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -36,13 +42,15 @@ func handlerEnv(t *testing.T, cfg console.Config) (*httptest.Server, *postbox.Cl
 	tables.Logger = logger
 	client := drivertest.Client(t, pgxv5.New(pool), tables)
 	cfg.Databases = []console.Database{{Name: "main", Source: console.FromClient(client)}}
-	cfg.Logger = logger
+	if cfg.Logger == nil {
+		cfg.Logger = logger
+	}
 	con, err := console.New(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/ops/postbox/", http.StripPrefix("/ops/postbox", con))
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, con))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, client
@@ -96,6 +104,7 @@ func (s *session) login(token string) *http.Response {
 func TestHandlerSecurityHeaders(t *testing.T) {
 	srv, _ := handlerEnv(t, console.Config{Token: token})
 	s := newSession(t, srv.URL+"/ops/postbox")
+	s.login(token)
 	for _, path := range []string{"/", "/dead", "/find", "/replay", "/inbox", "/schema", "/login", "/api/overview"} {
 		resp, _ := s.get(path)
 		h := resp.Header
@@ -116,12 +125,10 @@ func TestHandlerSecurityHeaders(t *testing.T) {
 func TestHandlerMountedUnderPrefix(t *testing.T) {
 	srv, _ := handlerEnv(t, console.Config{Token: token})
 	s := newSession(t, srv.URL+"/ops/postbox")
-	resp, page := s.get("/dead")
-	for _, want := range []string{`href="/ops/postbox/assets/console.css"`, `action="/ops/postbox/dead"`, `href="/ops/postbox/find"`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %s", want)
-		}
+	if resp, _ := s.get("/dead"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ops/postbox/login?next=%2Fdead" {
+		t.Errorf("/dead before login: %s to %q, want the login page under the prefix", resp.Status, resp.Header.Get("Location"))
 	}
+	resp, _ := s.get("/login")
 	for _, c := range resp.Cookies() {
 		if c.Path != "/ops/postbox/" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 			t.Errorf("cookie %s: path %q, HttpOnly %v, SameSite %v", c.Name, c.Path, c.HttpOnly, c.SameSite)
@@ -129,6 +136,12 @@ func TestHandlerMountedUnderPrefix(t *testing.T) {
 	}
 	if resp := s.login(token); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ops/postbox/" {
 		t.Errorf("login: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	_, page := s.get("/dead")
+	for _, want := range []string{`href="/ops/postbox/assets/console.css"`, `action="/ops/postbox/dead"`, `href="/ops/postbox/find"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
 	}
 	if resp, _ := s.get("/assets/console.js"); resp.StatusCode != http.StatusOK {
 		t.Errorf("the script under the prefix: %s", resp.Status)
@@ -150,7 +163,7 @@ func TestHandlerRefusals(t *testing.T) {
 		t.Errorf("the right password: %s, want 303", resp.Status)
 	}
 	s.get("/")
-	if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode != http.StatusSeeOther {
+	if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("pause when logged in: %s, want 303", resp.Status)
 	}
 	paused, err := client.PausedTopics(context.Background())
@@ -166,7 +179,7 @@ func TestHandlerRefusals(t *testing.T) {
 		if strings.Contains(page, "data-pause") || strings.Contains(page, `action="/ops/postbox/topics/`) {
 			t.Errorf("read-only %v, token %q: the overview offers a change", cfg.ReadOnly, cfg.Token)
 		}
-		if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}}); resp.StatusCode < 400 {
+		if resp := s.post("/topics/main/pause", url.Values{"csrf": {s.csrf}, "topic": {"orders"}, "confirm": {"1"}}); resp.StatusCode < 400 {
 			t.Errorf("read-only %v, token %q: pause answered %s", cfg.ReadOnly, cfg.Token, resp.Status)
 		}
 	}
@@ -318,7 +331,7 @@ type unusedSource struct{ console.Source }
 // TestHandlerKeySearchCut: a search by key that runs out of time says so and offers the whole table; an ID is
 // found through the primary key whatever the budget.
 func TestHandlerKeySearchCut(t *testing.T) {
-	srv, client := handlerEnv(t, console.Config{KeySearchTimeout: time.Nanosecond})
+	srv, client := handlerEnv(t, console.Config{Token: token, KeySearchTimeout: time.Nanosecond})
 	var id string
 	err := client.InTx(context.Background(), func(ctx context.Context, tx pgxTx) (err error) {
 		id, err = client.Enqueue(ctx, tx, postbox.Message{Topic: "orders", Type: "order.created", Key: "customer-9", Payload: []byte("{}")})
@@ -328,6 +341,7 @@ func TestHandlerKeySearchCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSession(t, srv.URL+"/ops/postbox")
+	s.login(token)
 	if _, page := s.get("/find?q=customer-9"); !strings.Contains(page, "stopped early") || !strings.Contains(page, "whole=1") {
 		t.Errorf("a cut key search does not say so:\n%s", page)
 	}
@@ -339,22 +353,8 @@ func TestHandlerKeySearchCut(t *testing.T) {
 	}
 }
 
-// TestHandlerLoginLimit: after twenty failed logins in a minute, even the right token is refused for the rest of
-// it.
-func TestHandlerLoginLimit(t *testing.T) {
-	srv, _ := handlerEnv(t, console.Config{Token: token})
-	s := newSession(t, srv.URL+"/ops/postbox")
-	for i := range 20 {
-		if resp := s.login("guess"); resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("failed login %d: %s, want 401", i+1, resp.Status)
-		}
-	}
-	if resp := s.login(token); resp.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("a login after 20 failures: %s, want 429", resp.Status)
-	}
-}
-
-// TestHandlerRedactsSecrets: a configured secret never reaches a page, even when a message carries it.
+// TestHandlerRedactsSecrets: a configured secret never reaches a page, even when a message carries it (the
+// request's own parameters aside: see TestRedactionIsNoOracle).
 func TestHandlerRedactsSecrets(t *testing.T) {
 	const secret = `pa<ss"w0rd`
 	srv, client := handlerEnv(t, console.Config{Token: token, Secrets: []string{secret}})
@@ -368,7 +368,8 @@ func TestHandlerRedactsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSession(t, srv.URL+"/ops/postbox")
-	for _, path := range []string{"/find?q=" + id, "/find?q=" + url.QueryEscape(secret) + "&whole=1", "/api/overview"} {
+	s.login(token)
+	for _, path := range []string{"/find?q=" + id, "/message/main/" + id, "/api/overview"} {
 		_, page := s.get(path)
 		for _, form := range []string{secret, "pa&lt;ss&#34;w0rd", `pa\u003css\"w0rd`, token} {
 			if strings.Contains(page, form) {

@@ -55,10 +55,14 @@ type env struct {
 	js     jetstream.JetStream
 	prefix string // every topic of the test starts with it
 	log    *testenv.Buffer
+	// readOnly is the console's Config.ReadOnly.
+	readOnly bool
 }
 
 type envOptions struct {
 	readOnly bool
+	// downDB adds a second database, "down-db", whose server does not answer.
+	downDB bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -79,8 +83,22 @@ func newEnv(t *testing.T, o envOptions) *env {
 	cfg := drivertest.Tables(nil)
 	cfg.Logger = logger
 	client := drivertest.Client(t, pgxv5.New(pool), cfg)
+	dbs := []console.Database{{Name: "orders-db", Source: console.FromClient(client)}}
+	if o.downDB {
+		// Nothing listens on port 1: every query fails at once with connection refused.
+		down, err := pgxpool.New(ctx, "postgres://postbox@127.0.0.1:1/nowhere?connect_timeout=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(down.Close)
+		downClient, err := postbox.NewClient(pgxv5.New(down), &postbox.Config{Table: cfg.Table, InboxTable: cfg.InboxTable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs = append(dbs, console.Database{Name: "down-db", Source: console.FromClient(downClient)})
+	}
 	con, err := console.New(&console.Config{
-		Databases:      []console.Database{{Name: "orders-db", Source: console.FromClient(client)}},
+		Databases:      dbs,
 		Token:          token,
 		ReadOnly:       o.readOnly,
 		SampleInterval: 300 * time.Millisecond,
@@ -109,7 +127,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	prefix := "console" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]`).ReplaceAllString(t.Name(), ""))
-	return &env{t: t, client: client, pool: pool, con: con, srv: srv, tab: browser(t), js: js, prefix: prefix, log: logBuf}
+	return &env{t: t, client: client, pool: pool, con: con, srv: srv, tab: browser(t), js: js, prefix: prefix, log: logBuf,
+		readOnly: o.readOnly}
 }
 
 // browser starts a headless Chromium of the test's own, with a fresh profile, and returns a tab.
@@ -310,6 +329,10 @@ func (e *env) login() {
 	e.do("log in", chromedp.SetValue(chromedp.CSS(`#login input[name=token]`), token))
 	if _, err := chromedp.RunResponse(e.tab, chromedp.Click(chromedp.CSS(`#login button`))); err != nil {
 		e.t.Fatal(err)
+	}
+	if e.readOnly {
+		e.waitText("header .who", "read-only") // a read-only console names nobody: it offers no change
+		return
 	}
 	e.waitText("header .who", "token")
 }

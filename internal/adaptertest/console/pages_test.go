@@ -29,6 +29,7 @@ func TestFindAndReplay(t *testing.T) {
 		return err == nil && r.Status == postbox.StatusPublished
 	})
 
+	e.login()
 	e.open("/find")
 	e.do("find by ID", chromedp.SetValue(chromedp.CSS(`#find input[name=q]`), ids[0]))
 	e.click(`#find button`)
@@ -49,7 +50,6 @@ func TestFindAndReplay(t *testing.T) {
 	}
 	e.shot("find")
 
-	e.login()
 	e.open("/replay?topic=" + orders)
 	e.waitText("#replay-count", "6 kept published message(s)")
 	e.shot("replay")
@@ -106,6 +106,7 @@ func TestInbox(t *testing.T) {
 // TestSchema: the schema page lists every migration as applied.
 func TestSchema(t *testing.T) {
 	e := newEnv(t, envOptions{readOnly: true})
+	e.login()
 	e.open("/schema")
 	e.waitText("main table", "applied")
 	if n := eval[int](e, `document.querySelectorAll("main .status.dead").length`); n != 0 {

@@ -55,6 +55,7 @@ type brokerOptions struct {
 	// webhookSecretFrom names where webhookSecret was given (--webhook-secret, POSTBOX_WEBHOOK_SECRET or a
 	// config file key), for errors.
 	webhookSecretFrom string
+	reconnect         reconnectPace // how often a lost connection is tried again (--error-backoff-max)
 }
 
 type brokerOpener func(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error)

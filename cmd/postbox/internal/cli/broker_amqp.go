@@ -16,7 +16,7 @@ func init() {
 }
 
 // amqpParams are the query parameters of an amqp:// URL that configure the publisher.
-var amqpParams = []string{"exchange", "key_in_routing_key", "transient"}
+var amqpParams = []string{"exchange", "key_in_routing_key", "transient", reconnectParam}
 
 // amqpClientParams are the ones amqp091-go reads from the URL itself.
 var amqpClientParams = []string{"heartbeat", "connection_timeout", "channel_max", "auth_mechanism", "certfile", "keyfile",
@@ -24,10 +24,12 @@ var amqpClientParams = []string{"heartbeat", "connection_timeout", "channel_max"
 
 // openAMQP returns a RabbitMQ publisher for
 //
-//	amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true]
+//	amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true&reconnect_max=D]
 //
 // Messages go to the topic exchange X (default amq.topic) with the topic as routing key, with publisher confirms
-// and the mandatory flag, so that a message no queue is bound for fails and is retried instead of vanishing.
+// and the mandatory flag, so that a message no queue is bound for fails and is retried instead of vanishing. A
+// lost connection is tried again at the relay's error-backoff pace, capped by reconnect_max (default
+// --error-backoff-max), and the relay's probe waits for it (awaitingPublisher).
 func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
 	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
@@ -49,6 +51,11 @@ func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 			}
 		}
 	}
+	pace, err := o.reconnect.fromURL(q)
+	if err != nil {
+		return fail("%v", err)
+	}
+	cfg.MinReconnectDelay, cfg.MaxReconnectDelay = pace.base, pace.max
 	for _, p := range amqpParams {
 		q.Del(p)
 	}
@@ -58,5 +65,16 @@ func openAMQP(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return ownConn(raw, pub), nil
+	conn := ownConn(raw, pub)
+	ping := conn.ping
+	conn.ping = func(ctx context.Context) error {
+		err := ping(ctx)
+		// RabbitMQ answered, and refused: a wrong user or password (403 ACCESS_REFUSED), or a virtual host the
+		// user may not open (530 NOT_ALLOWED). No retry fixes it, and it is not "unreachable".
+		if err != nil && (strings.Contains(err.Error(), "Exception (403)") || strings.Contains(err.Error(), "Exception (530)")) {
+			return &refusedError{err: err, fix: "check the user, password and virtual host in the URL"}
+		}
+		return err
+	}
+	return awaitBroker(conn, pace), nil
 }

@@ -27,7 +27,7 @@ func init() { brokerSchemes["kafka"] = openKafka }
 const kafkaDefaultPort = "9092"
 
 // kafkaParams are the query parameters of a kafka:// URL.
-var kafkaParams = []string{"topic_prefix", "client_id", "tls", "sasl", "delivery_timeout"}
+var kafkaParams = []string{"topic_prefix", "client_id", "tls", "sasl", "delivery_timeout", reconnectParam, "debezium"}
 
 // kafkaSASL are the SASL mechanisms a kafka:// URL with a user and password can log in with.
 var kafkaSASL = map[string]func(user, pass string) sasl.Mechanism{
@@ -38,11 +38,16 @@ var kafkaSASL = map[string]func(user, pass string) sasl.Mechanism{
 
 // openKafka returns a Kafka publisher (franz-go's idempotent producer) for
 //
-//	kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
+//	kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D&reconnect_max=D]
 //
-// Each message becomes a record on topic P + topic, keyed by the message key. With a user and password the
+// Each message becomes a record on topic P + topic, keyed by the message key. With debezium=defaults, or
+// debezium=PATH of a Debezium connector's configuration, records take the layout of Debezium's Outbox Event
+// Router instead (kafkaDebezium, docs/DEBEZIUM.md). With a user and password the
 // client logs in with SASL (sasl=plain by default, or scram-sha-256, scram-sha-512); tls=true connects with TLS.
-// The topics must exist, unless the cluster creates them on first use.
+// The topics must exist, unless the cluster creates them on first use. franz-go holds a record and retries its
+// request until it is delivered (or delivery_timeout, or the relay's publish timeout): the retries back off at
+// the relay's error-backoff pace, capped by reconnect_max (default --error-backoff-max), instead of franz-go's
+// 250 ms to 2.5 s.
 func openKafka(_ context.Context, raw string, _ *runtime, o brokerOptions) (*brokerConn, error) {
 	fail := brokerFail(raw)
 	seeds, u, err := parseKafkaURL(raw)
@@ -55,7 +60,12 @@ func openKafka(_ context.Context, raw string, _ *runtime, o brokerOptions) (*bro
 			return fail("unknown parameter %q; Kafka URLs take %s", k, strings.Join(kafkaParams, ", "))
 		}
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(cmp.Or(q.Get("client_id"), "postbox-relay"))}
+	pace, err := o.reconnect.fromURL(q)
+	if err != nil {
+		return fail("%v", err)
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(cmp.Or(q.Get("client_id"), "postbox-relay")),
+		kgo.RetryBackoffFn(func(tries int) time.Duration { return pace.delay(tries, errNotRefused) })}
 	if v := q.Get("tls"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
@@ -87,11 +97,17 @@ func openKafka(_ context.Context, raw string, _ *runtime, o brokerOptions) (*bro
 		}
 		opts = append(opts, kgo.RecordDeliveryTimeout(d))
 	}
+	cfg := kafkabroker.PublisherConfig{TopicPrefix: q.Get("topic_prefix"), Source: o.source}
+	if v := q.Get("debezium"); v != "" {
+		if cfg.Debezium, err = kafkaDebezium(v); err != nil {
+			return fail("%v", err)
+		}
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fail("%v", err)
 	}
-	pub, err := kafkabroker.NewPublisher(cl, &kafkabroker.PublisherConfig{TopicPrefix: q.Get("topic_prefix"), Source: o.source})
+	pub, err := kafkabroker.NewPublisher(cl, &cfg)
 	if err != nil {
 		cl.Close()
 		return fail("%v", err)

@@ -17,15 +17,16 @@ func init() {
 }
 
 // mqttParams are the query parameters of an mqtt:// URL.
-var mqttParams = []string{"client_id", "allow_no_subscribers", "session_expiry", "keepalive", "connect_timeout"}
+var mqttParams = []string{"client_id", "allow_no_subscribers", "session_expiry", "keepalive", "connect_timeout", reconnectParam}
 
 // openMQTT returns an MQTT 5 publisher for
 //
-//	mqtt[s]://[user:pass@]host:1883[?client_id=ID&allow_no_subscribers=true&session_expiry=D&keepalive=D&connect_timeout=D]
+//	mqtt[s]://[user:pass@]host:1883[?client_id=ID&allow_no_subscribers=true&session_expiry=D&keepalive=D&connect_timeout=D&reconnect_max=D]
 //
 // Each message is published at QoS 1 to the MQTT topic named by its topic, and counts as published on its PUBACK.
 // A message no subscription matches is dropped by the server, so it fails and is retried, unless
-// allow_no_subscribers=true.
+// allow_no_subscribers=true. A lost connection is tried again at the relay's error-backoff pace, capped by
+// reconnect_max (default --error-backoff-max), and the relay's probe waits for it (awaitingPublisher).
 func openMQTT(_ context.Context, raw string, rt *runtime, o brokerOptions) (*brokerConn, error) {
 	fail := brokerFail(raw)
 	u, err := url.Parse(raw)
@@ -55,6 +56,11 @@ func openMQTT(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 			}
 		}
 	}
+	pace, err := o.reconnect.fromURL(q)
+	if err != nil {
+		return fail("%v", err)
+	}
+	cfg.MinReconnectDelay, cfg.MaxReconnectDelay = pace.base, pace.max
 	// The credentials go to the MQTT CONNECT packet, not into the server address.
 	if u.User != nil {
 		cfg.Username = u.User.Username()
@@ -65,5 +71,5 @@ func openMQTT(_ context.Context, raw string, rt *runtime, o brokerOptions) (*bro
 	if err != nil {
 		return fail("%v", err)
 	}
-	return ownConn(raw, pub), nil
+	return awaitBroker(ownConn(raw, pub), pace), nil
 }

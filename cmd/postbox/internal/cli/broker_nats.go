@@ -24,12 +24,15 @@ func init() {
 	brokerSchemes["tls"] = openNATS // NATS's own scheme for a connection that must use TLS
 }
 
-var natsParams = []string{"stream", "subjects", "key_in_subject", "name", "tls", "ca_file"}
+var natsParams = []string{"stream", "subjects", "key_in_subject", "name", "tls", "ca_file", reconnectParam}
 
 // openNATS returns a JetStream publisher for
 //
-//	nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&name=CLIENT&tls=true&ca_file=PATH]
+//	nats://[user:pass@]host:4222[,host2:4222][?stream=NAME&subjects=a,b.>&key_in_subject=true&name=CLIENT&tls=true&ca_file=PATH&reconnect_max=D]
 //	tls://[user:pass@]host:4222[,...][?...]
+//
+// A lost connection is tried again at the relay's error-backoff pace (see reconnectPace), capped by reconnect_max
+// (default --error-backoff-max) instead of nats.go's fixed 2 s.
 //
 // nats:// uses TLS when the server asks for it, which a man in the middle can deny; tls://, tls=true or ca_file
 // require TLS on every server, verified against the system roots or the certificates in ca_file.
@@ -70,6 +73,10 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 	if (stream == "") != (subjects == "") {
 		return nil, usageErrorf("broker %s: set stream and subjects together, such as ?stream=ORDERS&subjects=orders.>", RedactURL(raw))
 	}
+	pace, err := o.reconnect.fromURL(q)
+	if err != nil {
+		return nil, usageErrorf("broker %s: %v", RedactURL(raw), err)
+	}
 	name := q.Get("name")
 	if name == "" {
 		name = "postbox-relay"
@@ -78,6 +85,15 @@ func openNATS(ctx context.Context, raw string, rt *runtime, o brokerOptions) (*b
 	// connection only through the reconnect callback.
 	var lastErr atomic.Pointer[error]
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		// Called before each round of attempts over the servers, after the callbacks of the round before stored
+		// its error (they run on another goroutine, so a refusal may be seen one round late).
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			var last error
+			if err := lastErr.Load(); err != nil {
+				last = *err
+			}
+			return pace.delay(attempts, last)
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				lastErr.Store(&err)

@@ -154,9 +154,10 @@ func refusedAtStart(t *testing.T, password, want string, args ...string) result 
 		t.Fatal(r.stderr)
 	}
 	r := run(t, nil, tg.args(append([]string{"relay", "--start-timeout", "8s"}, args...)...)...)
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "broker "+want) || !strings.Contains(r.stderr, "is unreachable") ||
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "broker "+want) ||
+		!(strings.Contains(r.stderr, "is unreachable") || strings.Contains(r.stderr, "refused the relay")) ||
 		strings.Contains(r.stdout+r.stderr, password) {
-		t.Fatalf("relay exit %d, want 1 naming %s as unreachable; output:\n%s%s", r.code, want, r.stdout, r.stderr)
+		t.Fatalf("relay exit %d, want 1 naming %s as unreachable or refusing; output:\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
 	if n := pending(t, tg); n != 1 {
 		t.Fatalf("%d pending; want the message still pending", n)
@@ -219,11 +220,16 @@ func TestRelayToRabbitMQ(t *testing.T) {
 }
 
 // TestRelayToRabbitMQWrongPassword: RabbitMQ refusing the password stops the relay at start with RabbitMQ's
-// reason, never the password.
+// reason and what to check, never the password; RabbitMQ answered, so it is "refused", not "unreachable"
+// (issue 35), and no retry waits out --start-timeout.
 func TestRelayToRabbitMQWrongPassword(t *testing.T) {
 	const password = "N0tGuestsPassword"
 	r := refusedAtStart(t, password, "amqp://guest:xxxxx@127.0.0.1:5672/", "--broker", "amqp://guest:"+password+"@127.0.0.1:5672/")
-	mustContain(t, "relay stderr", r.stderr, "username or password not allowed")
+	mustContain(t, "relay stderr", r.stderr, "username or password not allowed", "refused the relay",
+		"check the user, password and virtual host in the URL")
+	if strings.Contains(r.stderr, "unreachable") || strings.Contains(r.stderr, "--start-timeout") {
+		t.Errorf("a refused password is reported as a broker that did not answer:\n%s", r.stderr)
+	}
 }
 
 // TestRelayToMQTT: the relay publishes each message at QoS 1 to the MQTT topic named by its topic on a real

@@ -20,6 +20,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -56,6 +58,100 @@ func lookup(name string) *command {
 	}
 	return nil
 }
+
+// commandActions returns the actions a command's synopsis lists before its flags ("up|status|sql --db URL" gives
+// up, status and sql; "pause|resume TOPIC … | list …" gives pause, resume and list), or nil for a command that
+// takes none.
+func commandActions(c *command) []string {
+	var actions []string
+	words := strings.Fields(c.synopsis)
+	for i, w := range words {
+		if (i == 0 || words[i-1] == "|") && actionWords.MatchString(w) {
+			actions = append(actions, strings.Split(w, "|")...)
+		}
+	}
+	return actions
+}
+
+// checkWords catches the slips a parser cannot: an action the command does not have (dead lsit), and a broker
+// written as its scheme alone (--broker stdout, for stdout:), each with what was probably meant.
+func checkWords(c *command, f *flagSet, positional []string) error {
+	if actions := commandActions(c); len(actions) > 0 && len(positional) > 0 && !slices.Contains(actions, positional[0]) {
+		list := strings.Join(actions[:len(actions)-1], ", ") + " or " + actions[len(actions)-1]
+		msg := fmt.Sprintf("unknown %s action %q: use %s", c.name, positional[0], list)
+		if guess := suggest(positional[0], actions); guess != "" {
+			msg += fmt.Sprintf("; did you mean %s %s?", c.name, guess)
+		}
+		return usageErrorf("%s", msg)
+	}
+	if o := f.byName["broker"]; o != nil {
+		v := o.value.String()
+		if _, known := brokerSchemes[strings.ToLower(v)]; known && !strings.Contains(v, ":") {
+			if strings.EqualFold(v, "stdout") {
+				return usageErrorf("--broker %s: write stdout: (with its colon, as every broker URL has)", v)
+			}
+			return usageErrorf("--broker %s is a scheme without its address: write %s://HOST… ('postbox relay --help' lists each URL's form)", v, strings.ToLower(v))
+		}
+	}
+	return nil
+}
+
+// suggest returns the candidate closest to what the user typed when it is close enough to be a slip: at most
+// one edit for a short word, two for a longer one (a swap of neighbours counts as one), else the one candidate
+// it begins, or "" when none is.
+func suggest(typed string, candidates []string) string {
+	best, bestDist := "", 3
+	limit := 1
+	if len(typed) > 4 {
+		limit = 2
+	}
+	typed = strings.ToLower(typed)
+	for _, c := range candidates {
+		if d := editDistance(typed, c); d <= limit && d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" && len(typed) >= 3 { // the start of one candidate only: stat for status
+		for _, c := range candidates {
+			if strings.HasPrefix(c, typed) {
+				if best != "" {
+					return ""
+				}
+				best = c
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance: insertions, deletions, substitutions and swaps of
+// neighbouring characters each cost one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
+
+var actionWords = regexp.MustCompile(`^[a-z][a-z-]*(\|[a-z][a-z-]*)*$`)
 
 // runtime is what a running command uses to talk to the world.
 type runtime struct {
@@ -112,6 +208,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	}
 	c := lookup(name)
 	if c == nil {
+		names := make([]string, len(commands))
+		for i, c := range commands {
+			names[i] = c.name
+		}
+		if guess := suggest(name, names); guess != "" {
+			fmt.Fprintf(stderr, "postbox: unknown command %q; did you mean %s?\nRun 'postbox --help' for the commands.\n", name, guess)
+			return ExitUsage
+		}
 		fmt.Fprintf(stderr, "postbox: unknown command %q\n\n", name)
 		printUsage(stderr)
 		return ExitUsage
@@ -133,6 +237,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	if errors.Is(err, flag.ErrHelp) {
 		printHelp(stdout, c)
 		return ExitOK
+	}
+	if err == nil {
+		err = checkWords(c, f, positional)
 	}
 	if err != nil {
 		return usageFailed(stderr, c, err)
@@ -215,7 +322,8 @@ Secrets in URLs (passwords, token parameters) are never printed.
 
 Exit codes: 0 success, 1 run-time failure, 2 usage error.
 
-New to Postbox? See it at work with no set-up: go run github.com/postbox-go/postbox/cmd/postbox/demo@latest
+New to Postbox? See it at work with no set-up, from a clone of the repository: go run ./cmd/postbox/demo
+(or make demo). The README's Install section says how to install this command and use the library.
 `)
 }
 

@@ -19,6 +19,7 @@ import (
 // machine, and a config file is often committed.
 const (
 	envConsoleToken    = "POSTBOX_CONSOLE_TOKEN"
+	envConsoleTokens   = "POSTBOX_CONSOLE_TOKENS"
 	envConsoleUser     = "POSTBOX_CONSOLE_USER"
 	envConsolePassword = "POSTBOX_CONSOLE_PASSWORD"
 )
@@ -32,10 +33,13 @@ The console is a web page over one or more databases' outbox tables: pending and
 live chart, dead letters to filter, inspect, retry, purge or edit and send again, a message found by ID or key,
 kept published messages replayed, topics paused and resumed, each consumer's inbox, and the migrations.
 
-It listens on 127.0.0.1 unless --http says otherwise. Reading needs no login. Changes need one: set
-` + envConsoleToken + `, or ` + envConsoleUser + ` and ` + envConsolePassword + `, in the environment (never on the
-command line); without them, or with --read-only, the console changes nothing. Every change is logged with who
-made it.`,
+It listens on 127.0.0.1 unless --http says otherwise, and answers only requests naming its listen address, an
+IP address, localhost or a --public-host (421 otherwise). Logins come from the environment, never the command
+line: ` + envConsoleToken + `, named tokens in ` + envConsoleTokens + ` ("alice=TOKEN bob=TOKEN", each name shown
+in the log for whoever logs in with it), or ` + envConsoleUser + ` and ` + envConsolePassword + `. Tokens are at
+least 16 bytes, passwords 12 characters. With a credential set, reading needs a login too, unless --public-reads;
+without one, or with --read-only, the console changes nothing. Every change is logged with who made it. A --db
+that does not answer at start is shown as down, and tried again at each sample.`,
 	examples: []string{
 		envConsoleToken + "=$(cat /run/secrets/console) postbox console --db postgres://localhost/app",
 		"postbox console --db postgres://localhost/orders --db postgres://localhost/billing --http 127.0.0.1:8080",
@@ -47,6 +51,8 @@ made it.`,
 		var addr string
 		var readOnly bool
 		var sample time.Duration
+		var publicHosts, proxies []string
+		var publicReads bool
 		f.List(&urls, "db", "", "URL", "database URL, repeatable: "+dbURLForms+" (required)").secret = true
 		f.String(&o.schema, "schema", "", "", "NAME", "PostgreSQL schema or MySQL database holding the tables (default: the search path, or the URL's database)")
 		f.String(&o.table, "table", "", postbox.DefaultTable, "NAME", "outbox table")
@@ -54,6 +60,9 @@ made it.`,
 		addPoolerFlag(f, &o.pg)
 		f.String(&addr, "http", "", "127.0.0.1:8080", "ADDR", "address to serve the console on")
 		f.Bool(&readOnly, "read-only", "", "show everything, change nothing")
+		f.List(&publicHosts, "public-host", "", "NAME", "host name a proxy serves the console under, repeatable: requests naming another get 421")
+		f.List(&proxies, "trusted-proxy", "", "ADDR", "IP or CIDR of a reverse proxy whose X-Forwarded-For and X-Forwarded-Proto to believe, repeatable")
+		f.Bool(&publicReads, "public-reads", "", "let anyone read the pages without logging in (changes still need a login)")
 		f.Duration(&sample, "sample-interval", console.DefaultSampleInterval, "how often the overview samples each database")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) != 0 {
@@ -63,22 +72,44 @@ made it.`,
 				return usageErrorf("--db is required: a database URL such as %s (repeat --db for several)", dbURLForms)
 			}
 			cfg := &console.Config{ReadOnly: readOnly, Logger: rt.log, SampleInterval: sample,
-				Token: rt.env(envConsoleToken), User: rt.env(envConsoleUser), Password: rt.env(envConsolePassword)}
+				Token: rt.env(envConsoleToken), User: rt.env(envConsoleUser), Password: rt.env(envConsolePassword),
+				PublicReads: publicReads, TrustedProxies: proxies}
+			tokens, err := parseNamedTokens(rt.env(envConsoleTokens))
+			if err != nil {
+				return err
+			}
+			cfg.Tokens = tokens
 			for _, s := range []string{cfg.Token, cfg.Password} {
+				rt.secrets.add(s)
+			}
+			for _, s := range tokens {
 				rt.secrets.add(s)
 			}
 			if (cfg.User == "") != (cfg.Password == "") {
 				return usageErrorf("set both %s and %s, or neither", envConsoleUser, envConsolePassword)
 			}
+			// The config file's event registry checks what an operator edits and sends, as it checks what
+			// the relay publishes.
+			reg, err := rt.file.registry()
+			if err != nil {
+				return err
+			}
 			names := map[string]int{}
 			for _, u := range urls {
 				cfg.Secrets = append(cfg.Secrets, urlSecrets(u)...)
 				o.url = u
-				db, err := o.openMigrated(ctx, rt, nil)
+				db, err := o.open(ctx, rt, reg)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
+				if err := o.checkMigrated(ctx, db); err != nil {
+					if db.Ping(ctx) == nil {
+						return err // it answers: the tables are missing, or their migrations
+					}
+					// Down at start: the console shows it as down and the sampler tries again at each sample.
+					rt.log.Warn("a database does not answer; the console shows it as down until it does", "db", RedactURL(u), "err", err)
+				}
 				src, ok := db.(consoleSource)
 				if !ok {
 					return fmt.Errorf("--db %s: this database cannot be shown in the console", RedactURL(u))
@@ -89,13 +120,15 @@ made it.`,
 				}
 				cfg.Databases = append(cfg.Databases, console.Database{Name: name, Source: src.consoleSource()})
 			}
-			con, err := console.New(cfg)
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("--http %s: %w", addr, err)
+			}
+			cfg.Hosts = consoleHosts(addr, ln.Addr().String(), publicHosts)
+			con, err := console.New(cfg)
+			if err != nil {
+				ln.Close()
+				return usageErrorf("%v", err)
 			}
 			if host, _, _ := net.SplitHostPort(ln.Addr().String()); !isLoopbackHost(host) {
 				rt.log.Warn("the console listens beyond this machine without TLS; put it behind a TLS proxy", "addr", ln.Addr().String())
@@ -103,7 +136,7 @@ made it.`,
 			switch {
 			case readOnly:
 				rt.log.Info("console is read-only (--read-only)")
-			case cfg.Token == "" && cfg.User == "":
+			case cfg.Token == "" && cfg.User == "" && len(cfg.Tokens) == 0:
 				rt.log.Warn("console makes no changes: set " + envConsoleToken + ", or " + envConsoleUser + " and " +
 					envConsolePassword + ", to allow them")
 			}
@@ -166,4 +199,34 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// parseNamedTokens reads POSTBOX_CONSOLE_TOKENS: name=token pairs separated by blanks or commas. Errors never
+// quote a token.
+func parseNamedTokens(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for i, pair := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		name, tok, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok || name == "" || tok == "":
+			return nil, usageErrorf("%s: entry %d is not name=token", envConsoleTokens, i+1)
+		case out[name] != "":
+			return nil, usageErrorf("%s: the name %q is given twice", envConsoleTokens, name)
+		}
+		out[name] = tok
+	}
+	return out, nil
+}
+
+// consoleHosts are the Host names the console answers for: the name in --http when it is one (addresses always
+// pass, as does localhost) and the --public-host names.
+func consoleHosts(flag, listen string, public []string) []string {
+	hosts := append([]string{listen}, public...)
+	if h, _, err := net.SplitHostPort(flag); err == nil && h != "" && net.ParseIP(h) == nil {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }

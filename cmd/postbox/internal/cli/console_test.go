@@ -3,14 +3,16 @@ package cli
 import (
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// TestConsole: postbox console serves the pages over two databases, names them without their credentials, and
-// never shows the URL's password or the login token on a page or in its logs.
+// TestConsole: postbox console serves the pages over two databases, and a third that is down at start, names
+// them without their credentials, needs a login to read, answers only for its own host, and never shows the
+// URL's password or the login token on a page or in its logs.
 func TestConsole(t *testing.T) {
 	const password, token = "C0nsoleURLSecret", "C0nsoleT0kenSecret"
 	tg := target{name: "postgres", db: postgresURL(t), table: freshTable()}
@@ -25,8 +27,9 @@ func TestConsole(t *testing.T) {
 	other.table = tg.table
 	other.ok(t, nil, "migrate", "up")
 
+	const down = "postgres://postbox@127.0.0.1:1/nowhere?connect_timeout=1"
 	_, stderr, stop := background(t, env("POSTBOX_CONSOLE_TOKEN", token), "console", "--db", u.String(), "--db", other.db,
-		"--table", tg.table, "--inbox-table", tg.table+"_inbox", "--http", "127.0.0.1:0", "--sample-interval", "100ms")
+		"--db", down, "--table", tg.table, "--inbox-table", tg.table+"_inbox", "--http", "127.0.0.1:0", "--sample-interval", "100ms")
 	var base string
 	eventually(t, "the console serving", func() bool {
 		m := regexp.MustCompile(`url=(http://\S+)/`).FindStringSubmatch(stderr.String())
@@ -35,9 +38,50 @@ func TestConsole(t *testing.T) {
 		}
 		return m != nil
 	})
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	defer client.CloseIdleConnections()
+	status := func(req *http.Request) int {
+		t.Helper()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+	if code := status(req); code != http.StatusSeeOther {
+		t.Fatalf("the overview before login: %d, want 303 to the login page", code)
+	}
+	req, _ = http.NewRequest(http.MethodGet, base+"/login", nil)
+	req.Host = "rebound.example"
+	if code := status(req); code != http.StatusMisdirectedRequest {
+		t.Fatalf("a request naming another host: %d, want 421", code)
+	}
+	resp, err := client.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
+	if csrf == nil {
+		t.Fatalf("the login page has no form:\n%s", b)
+	}
+	resp, err = client.PostForm(base+"/login", url.Values{"csrf": {string(csrf[1])}, "token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %s", resp.Status)
+	}
 	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get(base + path)
+		resp, err := client.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +102,7 @@ func TestConsole(t *testing.T) {
 			t.Errorf("%s shows a secret:\n%s", path, page)
 		}
 		if path == "/" {
-			mustContain(t, "the overview", page, name, "cli.db")
+			mustContain(t, "the overview", page, name, "cli.db", "127.0.0.1:1/nowhere", `data-down="true"`)
 		}
 	}
 	r := stop()

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +39,7 @@ type database interface {
 	PauseTopic(ctx context.Context, topic, actor string) (bool, error)
 	ResumeTopic(ctx context.Context, topic, actor string) (bool, error)
 	PausedTopics(ctx context.Context) ([]postbox.PausedTopic, error)
+	Relays(ctx context.Context) ([]postbox.RelayStatus, error)
 
 	NewRelay(pub postbox.Publisher, cfg *postbox.RelayConfig) (*postbox.Relay, error)
 	NewCleaner(cfg *postbox.CleanupConfig) (*postbox.Cleaner, error)
@@ -104,6 +108,10 @@ func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
 
 // open returns a client on the database; it does no I/O, so a wrong address shows on first use.
 func (o dbOptions) open(ctx context.Context, rt *runtime, reg *postbox.Registry) (database, error) {
+	if o.url == "" && rt.file != nil && rt.file.sources != nil {
+		return nil, usageErrorf("--db is required: this command works on one database and reads no sources list (relay, "+
+			"status and migrate do); give --db the URL of one of the sources in %s", rt.file.path)
+	}
 	if o.url == "" {
 		return nil, usageErrorf("--db is required: a database URL such as %s (or set POSTBOX_DB)", dbURLForms)
 	}
@@ -111,6 +119,27 @@ func (o dbOptions) open(ctx context.Context, rt *runtime, reg *postbox.Registry)
 		return nil, err
 	}
 	return openDatabase(ctx, o.url, o.config(rt, reg), o.pg)
+}
+
+// sqliteMissing refuses a sqlite: URL whose file does not exist, before anything connects: SQLite would create
+// an empty database, so a command given a mistyped path would leave a file behind and then suggest migrating it.
+// Only migrate up creates the file. Other URLs, and in-memory SQLite, pass.
+func (o dbOptions) sqliteMissing() error {
+	if dbScheme(o.url) != "sqlite" {
+		return nil
+	}
+	path, query, err := sqlitePath(o.url)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(path, ":memory:") || strings.Contains(query, "mode=memory") {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the database file %s does not exist (--db %s), so the outbox tables do not exist either: "+
+			"check the path, or run `%s` to create both", path, RedactURL(o.url), o.migrateCommand())
+	}
+	return nil
 }
 
 // dbURLForms are the database URLs the CLI takes, for help and errors.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/user"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -27,7 +28,8 @@ counts them, up to --limit (100000 by default). 'dead retry' makes the selected 
 with their attempts reset. 'dead purge' deletes them. A message is selected when it matches every filter given:
 --topic, --type, --key, --error (a literal, case-sensitive part of the last error), --failed-from and
 --failed-before (RFC 3339 times bounding the last failure), --id (repeatable). retry and purge need a filter, or
---all, so that nothing is changed by accident; they are logged with --actor (default: $USER).`,
+--all, so that nothing is changed by accident; they are logged with --actor (default: $USER, else the account
+running postbox).`,
 	examples: []string{
 		"postbox dead list --db postgres://localhost/app --topic orders",
 		"postbox dead retry --db postgres://localhost/app --id 0190f6e4-3b7a-7c3d-8e4f-123456789abc",
@@ -51,7 +53,7 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 		f.String(&before, "failed-before", "", "", "TIME", "only dead messages that last failed before this RFC 3339 time")
 		f.String(&after, "after", "", "", "UUID", "list the messages after this one (the last ID of the previous listing)")
 		f.Bool(&newest, "newest", "", "list newest first")
-		f.String(&actor, "actor", "", "", "NAME", "who retries or purges, for the log (default: $USER)")
+		f.String(&actor, "actor", "", "", "NAME", "who retries or purges, for the log (default: $USER, else the account running postbox)")
 		f.List(&ids, "id", "", "UUID", "only this dead message")
 		f.Bool(&all, "all", "", "every dead message")
 		f.Int(&limit, "limit", 0, "list at most this many (0: no limit), or count up to this many (0: 100000)")
@@ -85,7 +87,7 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 				*fl.t = t
 			}
 			if actor == "" {
-				actor = rt.env("USER")
+				actor = defaultActor(rt)
 			}
 			for _, id := range ids {
 				if err := checkFlagText("--id", id); err != nil {
@@ -108,8 +110,9 @@ with their attempts reset. 'dead purge' deletes them. A message is selected when
 			// refused names the flag of a refused filter.
 			refused := func(err error) error {
 				for _, id := range ids {
-					if errors.Is(err, postbox.ErrInvalidConfig) && strings.Contains(err.Error(), strconv.Quote(id)) {
-						return usageErrorf("--id %s: %v", printable(id), err)
+					if i := strings.Index(err.Error(), strconv.Quote(id)); errors.Is(err, postbox.ErrInvalidConfig) && i >= 0 {
+						// The flag and what is wrong with it, not the library's "invalid config: dead-letter filter".
+						return usageErrorf("--id %s: %s", printable(id), err.Error()[i:])
 					}
 				}
 				return invalidAsUsage(err)
@@ -274,4 +277,18 @@ func versionInfo() version {
 		}
 	}
 	return v
+}
+
+// defaultActor is who an operation is logged as when --actor is not given: $USER, $LOGNAME, the account the
+// process runs as, so that an operations log never says actor="".
+func defaultActor(rt *runtime) string {
+	for _, name := range []string{"USER", "LOGNAME"} {
+		if v := rt.env(name); v != "" {
+			return v
+		}
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown (give --actor)"
 }

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -125,4 +127,68 @@ func destinationAttrs(s postbox.RelayStats) []any {
 		attrs = append(attrs, "stalled_since", s.StalledSince.UTC().Format(time.RFC3339))
 	}
 	return attrs
+}
+
+// relayStatus is one relay in `postbox status`, from its heartbeat.
+type relayStatus struct {
+	Instance     string             `json:"instance"`
+	Version      string             `json:"version"`
+	StartedAt    time.Time          `json:"started_at"`
+	SeenAt       time.Time          `json:"seen_at"`
+	Gone         bool               `json:"gone"`
+	Published    int64              `json:"published"`
+	Dead         int64              `json:"dead"`
+	StalledSince *time.Time         `json:"stalled_since,omitempty"`
+	Destinations []destinationState `json:"destinations"`
+}
+
+// relaysStatus reads the relays' heartbeats; a table set without the relays table (or a store that keeps none)
+// shows no relays, with a line in the log, since the rest of the status stands.
+func relaysStatus(ctx context.Context, rt *runtime, db database, now time.Time) []relayStatus {
+	relays, err := db.Relays(ctx)
+	if err != nil {
+		rt.log.Debug("no relay heartbeats to show", "err", err)
+		return nil
+	}
+	out := make([]relayStatus, 0, len(relays))
+	for _, r := range relays {
+		s := relayStatus{Instance: r.Instance, Version: r.Version, StartedAt: r.StartedAt.UTC(), SeenAt: r.SeenAt.UTC(), Gone: r.Gone,
+			Published: r.Published, Dead: r.Dead, Destinations: []destinationState{}}
+		if !r.StalledSince.IsZero() {
+			t := r.StalledSince.UTC()
+			s.StalledSince = &t
+		}
+		for _, d := range r.Destinations {
+			s.Destinations = append(s.Destinations, destinationState{Name: destinationName(d.Name), State: d.State, Since: d.Since.UTC(),
+				Waiting: d.Waiting, Topics: d.Topics})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// printRelays prints one line per relay, and one per destination of it that is not ok.
+func printRelays(w io.Writer, relays []relayStatus) {
+	if len(relays) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nRELAY\tSTATE\tLAST SEEN\tPUBLISHED")
+	for _, r := range relays {
+		state := "running"
+		switch {
+		case r.Gone:
+			state = "gone"
+		case r.StalledSince != nil:
+			state = "stalled since " + r.StalledSince.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", printable(r.Instance), state, r.SeenAt.Format(time.RFC3339), r.Published)
+		for _, d := range r.Destinations {
+			if d.State != postbox.DestinationOK {
+				fmt.Fprintf(tw, "  destination %s %s since %s, %d waiting: %s\t\t\t\n", printable(d.Name), d.State,
+					d.Since.Format(time.RFC3339), d.Waiting, printable(strings.Join(d.Topics, ", ")))
+			}
+		}
+	}
+	_ = tw.Flush()
 }

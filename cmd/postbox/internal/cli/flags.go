@@ -283,6 +283,15 @@ func (f *flagSet) flagError(err error) error {
 		if fe.format == "" { // invalid value: m[1] the quoted value, m[2] the name, m[3] the reason
 			return usageErrorf("%s %s %s", dashed(m[2]), m[1], m[3])
 		}
+		if fe.format == "unknown flag %s" {
+			names := make([]string, 0, len(f.opts))
+			for _, o := range f.opts {
+				names = append(names, o.name)
+			}
+			if guess := suggest(m[1], names); guess != "" {
+				return usageErrorf("unknown flag %s; did you mean --%s?", dashed(m[1]), guess)
+			}
+		}
 		return usageErrorf(fe.format, dashed(m[1]))
 	}
 	return usageErrorf("%s", msg)

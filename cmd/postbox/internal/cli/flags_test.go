@@ -252,3 +252,51 @@ func TestConfigFilePermissions(t *testing.T) {
 		}
 	}
 }
+
+// No version of Postbox is published yet, so a help text that advertises `go run …@latest` sends a new user to a
+// command that fails (issue 35): postbox --help must name the demo's command that works in a clone, and that
+// command's package must exist there.
+func TestHelpAdvertisesOnlyWhatWorks(t *testing.T) {
+	r := run(t, nil, "--help")
+	if strings.Contains(r.stdout, "@latest") {
+		t.Errorf("postbox --help advertises an @latest command, which fails while no version is published:\n%s", r.stdout)
+	}
+	mustContain(t, "postbox --help", r.stdout, "go run ./cmd/postbox/demo", "make demo", "Install section")
+	if _, err := os.Stat(filepath.Join("..", "..", "demo", "main.go")); err != nil {
+		t.Errorf("postbox --help advertises go run ./cmd/postbox/demo, but the package is not there: %v", err)
+	}
+}
+
+// TestDidYouMean: a slip in a command, a flag, an action or a broker URL's scheme exits 2 with what was probably
+// meant (issue 35: no "did you mean" for statsu or --jsn, and --broker stdout did not suggest stdout:).
+func TestDidYouMean(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"statsu"}, `unknown command "statsu"; did you mean status?`},
+		{[]string{"stat"}, `unknown command "stat"; did you mean status?`},
+		{[]string{"relya", "--db", db}, "did you mean relay?"},
+		{[]string{"status", "--db", db, "--jsn"}, "unknown flag --jsn; did you mean --json?"},
+		{[]string{"migrate", "up", "--db", db, "--orderd"}, "unknown flag --orderd; did you mean --ordered?"},
+		{[]string{"relay", "--db", db, "--brokr", "stdout:"}, "unknown flag --brokr; did you mean --broker?"},
+		{[]string{"dead", "lsit", "--db", db}, `unknown dead action "lsit": use list, count, retry or purge; did you mean dead list?`},
+		{[]string{"migrate", "stauts", "--db", db}, "did you mean migrate status?"},
+		{[]string{"topics", "pasue", "orders", "--db", db}, "did you mean topics pause?"},
+		{[]string{"relay", "--db", db, "--broker", "stdout"}, "--broker stdout: write stdout: (with its colon"},
+		{[]string{"relay", "--db", db, "--broker", "nats"}, "--broker nats is a scheme without its address: write nats://HOST"},
+	} {
+		r := run(t, nil, c.args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("postbox %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		}
+	}
+	// Nothing close: no guess, and the command list for an unknown command.
+	if r := run(t, nil, "launch"); r.code != ExitUsage || strings.Contains(r.stderr, "did you mean") || !strings.Contains(r.stderr, "Commands:") {
+		t.Errorf("postbox launch: exit %d, stderr %q; want exit 2, no guess, and the commands", r.code, r.stderr)
+	}
+	if r := run(t, nil, "status", "--db", db, "--zzz"); r.code != ExitUsage || strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("postbox status --zzz: exit %d, stderr %q; want exit 2 and no guess", r.code, r.stderr)
+	}
+}

@@ -66,8 +66,6 @@ func FuzzRedactURL(f *testing.F) {
 	})
 }
 
-func utf8Safe(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
-
 // FuzzConfigFile: any file given to the relay with --config is read without panicking; a file that is not
 // accepted is refused with a usage error (exit status 2 and a message), and an accepted one has only known keys,
 // and its events registry either builds or is refused with a usage error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -224,8 +225,14 @@ retried at the next interval.`,
 					return partitionReport{Created: []string{}, Dropped: []string{}, Kept: []string{},
 						InboxCreated: []string{}, InboxDropped: []string{}, Skipped: true}, nil
 				case errors.Is(err, partition.ErrNotPartitioned):
-					return partitionReport{}, fmt.Errorf("%w; a new table gets partitions from postbox migrate up --partitioned, "+
-						"and an existing one is kept small by postbox cleanup", err)
+					// In the CLI's words: the library's error speaks of Config.Partitioned and postbox.Cleaner.
+					table := o.table
+					if m := notPartitionedTable.FindStringSubmatch(err.Error()); m != nil {
+						table = m[1]
+					}
+					return partitionReport{}, fmt.Errorf("table %s was created without --partitioned, so it has no partitions to "+
+						"maintain: keep it small with postbox cleanup, or give a new table partitions with postbox migrate up "+
+						"--partitioned", table)
 				case err != nil:
 					return partitionReport{}, err
 				}
@@ -251,6 +258,9 @@ retried at the next interval.`,
 		}
 	},
 }
+
+// notPartitionedTable finds the table in partition.ErrNotPartitioned's message.
+var notPartitionedTable = regexp.MustCompile(`(\S+) was created without Config\.Partitioned`)
 
 func parsePeriod(s string) (partition.Period, bool) {
 	for _, p := range []partition.Period{partition.Hourly, partition.Daily, partition.Monthly} {

@@ -69,61 +69,87 @@ language: see docs/SCHEMA.md. It applies to existing tables too; SQLite has none
 			if o.url == "" && args[0] == "sql" {
 				return usageErrorf("migrate sql needs --dialect postgres, mysql or sqlite (or a --db URL, never connected to)")
 			}
-			if o.sqlAPI && dbScheme(o.url) == "sqlite" {
-				return usageErrorf("--sql-api: SQLite has no stored routines; producers insert rows as docs/SCHEMA.md says")
-			}
-			if o.partitioned && dbScheme(o.url) == "sqlite" {
-				return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
-			}
-			db, err := o.open(ctx, rt, nil)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			switch args[0] {
-			case "up":
-				applied, err := db.Migrate(ctx)
-				if err != nil {
-					return err
+			migrateOne := func(o dbOptions) error {
+				if o.sqlAPI && dbScheme(o.url) == "sqlite" {
+					return usageErrorf("--sql-api: SQLite has no stored routines; producers insert rows as docs/SCHEMA.md says")
 				}
-				if len(applied) == 0 {
-					fmt.Fprintln(rt.stdout, "up to date: no migration to apply")
-					return nil
+				if o.partitioned && dbScheme(o.url) == "sqlite" {
+					return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
 				}
-				for _, v := range applied {
-					fmt.Fprintf(rt.stdout, "applied migration %04d\n", v)
-				}
-				return nil
-			case "status":
-				states, err := db.MigrationStatus(ctx)
-				if err != nil {
-					return err
-				}
-				tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
-				pending := 0
-				for _, s := range states {
-					applied := "no"
-					if s.Applied {
-						applied = s.AppliedAt.UTC().Format(time.RFC3339)
-					} else {
-						pending++
+				if args[0] == "status" {
+					if err := o.sqliteMissing(); err != nil { // only migrate up creates the file
+						return err
 					}
-					fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, printable(s.Name), applied)
 				}
-				tw.Flush()
-				if pending > 0 {
-					fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run postbox migrate up\n", pending)
+				db, err := o.open(ctx, rt, nil)
+				if err != nil {
+					return err
 				}
-				return nil
-			case "sql":
-				for _, m := range db.Migrations() {
-					fmt.Fprintf(rt.stdout, "-- postbox migration %04d: %s (%s)\n%s\n", m.Version, m.Name, db.Dialect(), strings.TrimSpace(m.SQL))
+				defer db.Close()
+				switch args[0] {
+				case "up":
+					applied, err := db.Migrate(ctx)
+					if err != nil {
+						return err
+					}
+					if len(applied) == 0 {
+						fmt.Fprintln(rt.stdout, "up to date: no migration to apply")
+						return nil
+					}
+					for _, v := range applied {
+						fmt.Fprintf(rt.stdout, "applied migration %04d\n", v)
+					}
+					return nil
+				case "status":
+					states, err := db.MigrationStatus(ctx)
+					if err != nil {
+						return err
+					}
+					tw := tabwriter.NewWriter(rt.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
+					pending, next := 0, 1
+					for _, s := range states {
+						for ; next < s.Version; next++ { // a migration these tables do not use: say so, not nothing
+							fmt.Fprintf(tw, "%04d\t%s\t%s\n", next, "-", "not used without --ordered (migrate up --ordered adds it)")
+						}
+						next = s.Version + 1
+						applied := "no"
+						if s.Applied {
+							applied = s.AppliedAt.UTC().Format(time.RFC3339)
+						} else {
+							pending++
+						}
+						fmt.Fprintf(tw, "%04d\t%s\t%s\n", s.Version, printable(s.Name), applied)
+					}
+					tw.Flush()
+					if pending > 0 {
+						fmt.Fprintf(rt.stdout, "%d migration(s) to apply: run %s\n", pending, o.migrateCommand())
+					}
+					return nil
+				case "sql":
+					for _, m := range db.Migrations() {
+						fmt.Fprintf(rt.stdout, "-- postbox migration %04d: %s (%s)\n%s\n", m.Version, m.Name, db.Dialect(), strings.TrimSpace(m.SQL))
+					}
+					return nil
+				default:
+					return usageErrorf("unknown migrate action %q: use up, status or sql", args[0])
 				}
-				return nil
-			default:
-				return usageErrorf("unknown migrate action %q: use up, status or sql", args[0])
 			}
+			if o.url == "" && args[0] != "sql" && rt.file != nil && rt.file.sources != nil {
+				// The config file's sources, as the relay serves them: each database migrated, or shown, in turn.
+				specs, err := sourceSpecs(o, nil, 0, rt.file)
+				if err != nil {
+					return err
+				}
+				for _, s := range specs {
+					fmt.Fprintf(rt.stdout, "== source %s\n", s.Name)
+					if err := migrateOne(s.options(o)); err != nil {
+						return fmt.Errorf("source %s: %w", s.Name, err)
+					}
+				}
+				return nil
+			}
+			return migrateOne(o)
 		}
 	},
 }
@@ -226,6 +252,10 @@ waited since it was due: a growing age means no relay is keeping up, or publishe
 into ready (due, or waiting to retry a failed publish) and scheduled (sent with a later time, such as send
 --delay, and not due yet); scheduled messages are not late and never age the oldest pending figure.
 
+It also lists the relays that record a heartbeat in the table set (every 10s, and at once when a destination
+changes state): each one running, stalled or gone (three heartbeats missed), and each of its destinations that is
+down or slow, since when, with its topics and how many messages wait for it.
+
 With a config file that lists sources (see relay --help) and no --db, it shows one line per source; with
 --json, {"sources": [{"source": NAME, ...}]}, a source that cannot be read carrying its error.`,
 	examples: []string{
@@ -258,12 +288,20 @@ With a config file that lists sources (see relay --help) and no --db, it shows o
 				return err
 			}
 			now := time.Now()
+			relays := relaysStatus(ctx, rt, db, now)
 			if asJSON {
-				return writeJSON(rt.stdout, statusJSON(s, now))
+				out := statusJSON(s, now)
+				out.Relays = relays
+				if st, ok := walSlot(ctx, o); ok {
+					out.WAL = &walSlotStatus{Slot: st.Slot, Active: st.Active, ConfirmedLSN: st.ConfirmedLSN,
+						RetainedBytes: st.RetainedBytes, LagBytes: st.LagBytes}
+				}
+				return writeJSON(rt.stdout, out)
 			}
 			fmt.Fprintf(rt.stdout, "pending: %d (ready %d, scheduled %d)\ndead:    %d\noldest pending: %s\n",
 				s.Pending, s.Ready, s.Scheduled, s.Dead, age(s.OldestPending, now))
 			walStatusLine(ctx, rt, o)
+			printRelays(rt.stdout, relays)
 			if len(s.Topics) == 0 {
 				return nil
 			}
@@ -331,6 +369,10 @@ type status struct {
 	OldestPending           *time.Time    `json:"oldest_pending,omitempty"`
 	OldestPendingAgeSeconds float64       `json:"oldest_pending_age_seconds"`
 	Topics                  []topicStatus `json:"topics"`
+	// Relays are the relays' heartbeats (see relaysStatus); absent when the table set has none to read.
+	Relays []relayStatus `json:"relays,omitempty"`
+	// WAL is the WAL relay's replication slot, when the database is PostgreSQL and the slot exists.
+	WAL *walSlotStatus `json:"wal,omitempty"`
 }
 
 func statusJSON(s postbox.Stats, now time.Time) status {

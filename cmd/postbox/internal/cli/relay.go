@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/driver/pgxv5/wal"
 )
 
 var relayCommand = &command{
@@ -31,10 +32,12 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
       and subjects the relay creates or updates that stream at start-up; otherwise the streams must exist.
       nats:// uses TLS only when the server offers it; tls://host:4222, tls=true or ca_file (certificates to
       trust, PEM) require it.
-  kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D]
+  kafka://[user:pass@]host:9092[,host2:9092][?topic_prefix=P&client_id=ID&tls=true&sasl=MECH&delivery_timeout=D&debezium=PATH]
       Kafka, with franz-go's idempotent producer: a record on topic P + topic, keyed by the message key, with
       the message ID in the ce_id header. A user and password log in with SASL (sasl=plain by default,
-      scram-sha-256 or scram-sha-512). The topics must exist unless the cluster creates them.
+      scram-sha-256 or scram-sha-512). The topics must exist unless the cluster creates them. debezium=PATH
+      (a Debezium connector's configuration, JSON or .properties) or debezium=defaults writes each message as
+      Debezium's Outbox Event Router would write its row (docs/DEBEZIUM.md).
   amqp[s]://user:pass@host:5672/[VHOST][?exchange=X&key_in_routing_key=true&transient=true]
       RabbitMQ: published to topic exchange X (default amq.topic) with the topic as routing key, the message ID
       as message-id, persistent unless transient=true, with publisher confirms and the mandatory flag: a message
@@ -63,6 +66,12 @@ log says when each goes down and comes back, and /metrics and /readyz show each 
   stdout:
       one JSON line per message in the CloudEvents JSON format, for debugging and pipes.
 
+A broker connection that is lost is tried again at the pace of --error-backoff-max: from 100ms doubling up to it,
+and every 50-100ms while the server refuses connections (it is restarting), so that the relay publishes again
+within about 100ms of a restarted broker listening. nats, amqp, mqtt, redis, kafka and pubsub URLs take
+reconnect_max=D to set that broker's cap instead. While a broker is down the relay sends it one message at a
+time, each waiting up to --publish-timeout for the broker to answer.
+
 With --http, the relay serves /healthz (the process is up), /readyz (the database and every broker answer;
 503 otherwise; checked at most every 2s, with the reasons in the log) and /metrics, OpenTelemetry metrics in the
 Prometheus format. None of them asks for credentials: bind a loopback or private address, such as 127.0.0.1:9090.
@@ -71,7 +80,10 @@ Prometheus format. None of them asks for credentials: bind a loopback or private
 
 Before it starts, the relay checks that the tables are migrated (exit 1 with the migrate command to run
 otherwise) and pings every broker until it answers or --start-timeout passes: a broker that never answers is
-named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. Running, it logs the
+named with its reason (refused connection, wrong password, no TLS) and the relay exits 1. A database that does
+not answer yet (refused, unreachable, starting up) is waited for at the pace of --error-backoff-max, with one
+log line and /readyz answering 503 meanwhile; a database that answers and refuses (password, privileges, no such
+database) ends the relay at once. Running, it logs the
 brokers' disconnects and reconnects (NATS, RabbitMQ, MQTT), and while messages flow one 'relay progress' line at
 most every --progress-interval: messages published, failed and parked dead since the last line, then the ready
 messages still pending, the scheduled ones, and the lag (how long the oldest ready message has waited). With
@@ -132,7 +144,7 @@ invalid payload) is parked as dead at once instead of being published.
 		f.Duration(&ro.cfg.BackoffBase, "backoff-base", postbox.DefaultBackoffBase, "delay after the first failure, doubled after each")
 		f.Duration(&ro.cfg.BackoffMax, "backoff-max", postbox.DefaultBackoffMax, "longest delay between attempts")
 		f.Duration(&ro.cfg.ErrorBackoffMax, "error-backoff-max", postbox.DefaultErrorBackoffMax,
-			"longest delay between attempts while the database or the broker is down; the relay resumes within about this long of it answering")
+			"longest delay between attempts while the database or a broker is down, broker reconnections included (a broker URL's reconnect_max overrides it); the relay resumes within about this long of it answering, within 100ms of a restarted server listening again")
 		f.Duration(&ro.cfg.SlowPublish, "slow-publish", postbox.DefaultSlowPublish,
 			"a destination whose publishes take longer is slow: its messages are then claimed one batch at a time, so that it cannot hold up the others")
 		f.Duration(&ro.cfg.StallAfter, "stall-after", postbox.DefaultStallAfter,
@@ -203,7 +215,8 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 			"set POSTBOX_WAL_SECRET or the config file's wal-secret key instead")
 	}
 	rtr, err := openRouter(ctx, rt, ro.broker, ro.routes,
-		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom})
+		brokerOptions{source: ro.source, webhookSecret: ro.webhookSecret, webhookSecretFrom: ro.webhookSecretFrom,
+			reconnect: newReconnectPace(ro.cfg.ErrorBackoffMax)})
 	if err != nil {
 		return err
 	}
@@ -267,23 +280,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	if ro.startTimeout <= 0 {
 		return usageErrorf("--start-timeout %v: give a positive duration, such as 10s", ro.startTimeout)
 	}
-	if err := o.checkMigrated(ctx, db); err != nil {
-		return err
-	}
-	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
-		return err
-	}
-	var walRelay interface{ Run(context.Context) error }
-	if ro.wal.on {
-		wr, closeWAL, err := startWAL(ctx, rt, o, ro.wal, reg, rtr, cfg.Observer, metrics)
-		if err != nil {
-			return err
-		}
-		defer closeWAL()
-		walRelay = wr
-		rt.log.Info("WAL relay started", "slot", wr.Slot())
-	}
-
+	// Served from here on, so that /readyz says why the relay is not ready while it waits for its database.
 	var srv *http.Server
 	serveErr := make(chan error, 1)
 	if ro.http != "" {
@@ -296,6 +293,33 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 		srv = newHTTPServer(relayHandler(ready, metrics))
 		go func() { serveErr <- srv.Serve(ln) }()
 		rt.log.Info("serving health and metrics", "addr", ln.Addr().String())
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				rt.log.Warn("http shutdown", "err", err)
+			}
+		}()
+	}
+	if err := awaitDatabase(ctx, rt.log, o, db, newReconnectPace(cfg.ErrorBackoffMax), ro.startTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing was claimed
+		}
+		return err
+	}
+	if err := checkBrokers(ctx, rtr.conns(), ro.startTimeout); err != nil {
+		return err
+	}
+	var walRelay *wal.Relay
+	counts := tableCounts(relay)
+	if ro.wal.on {
+		wr, closeWAL, err := startWAL(ctx, rt, o, ro.wal, reg, rtr, cfg.Observer, metrics)
+		if err != nil {
+			return err
+		}
+		defer closeWAL()
+		walRelay, counts = wr, withWAL(counts, wr)
+		rt.log.Info("WAL relay started", "slot", wr.Slot())
 	}
 
 	names := make([]string, 0)
@@ -332,7 +356,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	go func() {
 		defer close(progressDone)
 		if ro.progressEvery > 0 {
-			logProgress(runCtx, rt.log, ro.progressEvery, relay.Stats, db.Stats)
+			logProgress(runCtx, rt.log, ro.progressEvery, counts, db.Stats)
 		}
 	}()
 	cleanerDone := make(chan struct{})
@@ -357,14 +381,7 @@ func runRelay(ctx context.Context, rt *runtime, o dbOptions, ro relayOptions) er
 	}
 	<-cleanerDone
 	<-progressDone
-	rt.log.Info("relay stopping: in-flight batches settled", "published", relay.Stats().Published, "dead", relay.Stats().Dead)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			rt.log.Warn("http shutdown", "err", err)
-		}
-	}
+	rt.log.Info("relay stopping: in-flight batches settled", counts().stopAttrs()...)
 	return runErr
 }
 

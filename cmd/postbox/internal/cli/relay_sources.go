@@ -162,7 +162,8 @@ loop:
 }
 
 func (s *relaySources) brokerOptions() brokerOptions {
-	return brokerOptions{source: s.ro.source, webhookSecret: s.ro.webhookSecret, webhookSecretFrom: s.ro.webhookSecretFrom}
+	return brokerOptions{source: s.ro.source, webhookSecret: s.ro.webhookSecret, webhookSecretFrom: s.ro.webhookSecretFrom,
+		reconnect: newReconnectPace(s.ro.cfg.ErrorBackoffMax)}
 }
 
 // add opens a source and adds its relay to the group. A source whose tables are not migrated is refused; one
@@ -261,7 +262,7 @@ func (s *relaySources) add(ctx context.Context, spec sourceConfig) (err error) {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	src.stop = stop
 	if s.ro.progressEvery > 0 {
-		src.done.Go(func() { logProgress(bg, log, s.ro.progressEvery, relay.Stats, db.Stats) })
+		src.done.Go(func() { logProgress(bg, log, s.ro.progressEvery, tableCounts(relay), db.Stats) })
 	}
 	if cleaner != nil {
 		src.done.Go(func() { _ = cleaner.Run(bg) })

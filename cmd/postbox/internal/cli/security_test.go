@@ -275,10 +275,15 @@ func TestPlaintextWarning(t *testing.T) {
 			t.Errorf("plaintext host of %s = %q; want %q", raw, got, want)
 		}
 	}
-	// The warning comes before the relay connects: this one cannot, and says so after the warning.
-	r := run(t, nil, "relay", "--db", "postgres://postbox:pw-Secret@192.0.2.1:5432/app?connect_timeout=1",
+	// The warning comes before the relay connects: this one cannot, and waits for its database after the warning.
+	_, stderr, stop := background(t, nil, "relay", "--db", "postgres://postbox:pw-Secret@192.0.2.1:5432/app?connect_timeout=1",
 		"--broker", "stdout:", "--poll-interval", "50ms")
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "the database connection may be plain text to a remote host") ||
+	eventually(t, "the relay waiting for its database", func() bool {
+		return strings.Contains(stderr.String(), "database unreachable at start")
+	})
+	r := stop()
+	if warn, waits := strings.Index(r.stderr, "the database connection may be plain text to a remote host"),
+		strings.Index(r.stderr, "database unreachable at start"); warn < 0 || waits < warn ||
 		!strings.Contains(r.stderr, "host=192.0.2.1") || strings.Contains(r.stderr, "pw-Secret") {
 		t.Errorf("relay log:\n%s", r.stderr)
 	}

@@ -32,16 +32,36 @@ func checkBrokers(ctx context.Context, conns []*brokerConn, timeout time.Duratio
 	}
 	wg.Wait()
 	var lines []string
+	unreachable := false
 	for i, err := range errs {
-		if err != nil {
+		var refused *refusedError
+		switch {
+		case err == nil:
+		case errors.As(err, &refused):
+			lines = append(lines, fmt.Sprintf("broker %s refused the relay: %v; %s", conns[i].name, refused.err, refused.fix))
+		default:
+			unreachable = true
 			lines = append(lines, fmt.Sprintf("broker %s is unreachable: %v", conns[i].name, err))
 		}
 	}
 	if len(lines) == 0 {
 		return nil
 	}
+	if !unreachable {
+		return errors.New(strings.Join(lines, "\n"))
+	}
 	return fmt.Errorf("%s\n(checked for %v at start; set --start-timeout to wait longer)", strings.Join(lines, "\n"), timeout)
 }
+
+// refusedError is a broker's answer that no retry changes, such as refused credentials: the start-up check
+// reports it at once, with fix, instead of pinging until --start-timeout and calling the broker unreachable.
+type refusedError struct {
+	err error
+	fix string
+}
+
+func (e *refusedError) Error() string { return e.err.Error() + "; " + e.fix }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // pingUntil pings until ping succeeds or ctx is done, and returns the last reason a ping gave: a ping cut short
 // by the deadline does not hide the reason the one before gave.
@@ -51,8 +71,9 @@ func pingUntil(ctx context.Context, ping func(context.Context) error) error {
 	var last error
 	for {
 		err := ping(ctx)
-		if err == nil {
-			return nil
+		var refused *refusedError
+		if err == nil || errors.As(err, &refused) {
+			return err
 		}
 		if last == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 			last = err

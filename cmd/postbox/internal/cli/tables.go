@@ -24,6 +24,9 @@ func (o dbOptions) openMigrated(ctx context.Context, rt *runtime, reg *postbox.R
 }
 
 func (o dbOptions) checkMigrated(ctx context.Context, db database) error {
+	if err := o.sqliteMissing(); err != nil {
+		return err
+	}
 	states, err := db.MigrationStatus(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the migrations of %s: %w", RedactURL(o.url), err)
@@ -70,6 +73,9 @@ func (o dbOptions) migrateCommand() string {
 	}
 	if o.ordered {
 		cmd += " --ordered"
+	}
+	if o.sqlAPI {
+		cmd += " --sql-api"
 	}
 	return cmd
 }

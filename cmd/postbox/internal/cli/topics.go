@@ -16,7 +16,8 @@ var topicsCommand = &command{
 usual. Relays read the paused topics every few seconds (the relay's --paused-refresh), so a pause takes effect
 within that time; a batch already claimed is still published. 'topics resume TOPIC' lets relays publish them
 again, oldest first. 'topics list' shows the paused topics, when and by whom each was paused. Pause and resume
-are logged and recorded with --actor, by default the USER environment variable.`,
+are logged and recorded with --actor, by default the USER environment variable, else the account running
+postbox.`,
 	examples: []string{
 		"postbox topics pause orders --db postgres://localhost/app --actor alice",
 		"postbox topics resume orders --db postgres://localhost/app",
@@ -27,7 +28,7 @@ are logged and recorded with --actor, by default the USER environment variable.`
 		var actor string
 		var asJSON bool
 		addDBFlags(f, &o)
-		f.String(&actor, "actor", "", "", "NAME", "who pauses or resumes, for the log and the paused list (default: $USER)")
+		f.String(&actor, "actor", "", "", "NAME", "who pauses or resumes, for the log and the paused list (default: $USER, else the account running postbox)")
 		f.Bool(&asJSON, "json", "", "print JSON")
 		return func(ctx context.Context, rt *runtime, args []string) error {
 			if len(args) == 0 {
@@ -50,7 +51,7 @@ are logged and recorded with --actor, by default the USER environment variable.`
 				return usageErrorf("unknown topics action %q: use pause, resume or list", printable(action))
 			}
 			if actor == "" {
-				actor = rt.env("USER")
+				actor = defaultActor(rt)
 			}
 			if err := checkFlagText("--actor", actor); err != nil {
 				return err

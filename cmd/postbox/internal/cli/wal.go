@@ -234,19 +234,36 @@ func printSlot(rt *runtime, st wal.SlotStatus, asJSON bool) error {
 	return nil
 }
 
-// walStatusLine prints the WAL relay's slot for status, when the database is PostgreSQL and the slot exists.
-func walStatusLine(ctx context.Context, rt *runtime, o dbOptions) {
+// walSlotStatus is the WAL relay's slot in status --json: the same figures as the text form's line.
+type walSlotStatus struct {
+	Slot          string `json:"slot"`
+	Active        bool   `json:"active"`
+	ConfirmedLSN  string `json:"confirmed_lsn"`
+	RetainedBytes int64  `json:"retained_bytes"`
+	LagBytes      int64  `json:"lag_bytes"`
+}
+
+// walSlot reads the WAL relay's slot of the table set, for status. It reports false when the database is not
+// PostgreSQL, the slot cannot be read, or there is none.
+func walSlot(ctx context.Context, o dbOptions) (wal.SlotStatus, bool) {
 	if dbScheme(o.url) != "postgres" {
-		return
+		return wal.SlotStatus{}, false
 	}
 	pool, err := openWAL(ctx, o)
 	if err != nil {
-		return
+		return wal.SlotStatus{}, false
 	}
 	defer pool.Close()
 	st, err := wal.ReadSlot(ctx, pool, wal.SlotName(driver.Names{Schema: o.schema, Outbox: o.table}))
 	if err != nil || !st.Exists {
-		return
+		return wal.SlotStatus{}, false
 	}
-	fmt.Fprintf(rt.stdout, "wal slot %s: active %v, retained %d bytes, lag %d bytes\n", st.Slot, st.Active, st.RetainedBytes, st.LagBytes)
+	return st, true
+}
+
+// walStatusLine prints the WAL relay's slot for status, when the database is PostgreSQL and the slot exists.
+func walStatusLine(ctx context.Context, rt *runtime, o dbOptions) {
+	if st, ok := walSlot(ctx, o); ok {
+		fmt.Fprintf(rt.stdout, "wal slot %s: active %v, retained %d bytes, lag %d bytes\n", st.Slot, st.Active, st.RetainedBytes, st.LagBytes)
+	}
 }

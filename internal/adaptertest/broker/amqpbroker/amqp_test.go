@@ -3,8 +3,10 @@ package amqpbroker_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -468,5 +470,32 @@ func TestRoutingKey(t *testing.T) {
 	}
 	if got := amqpbroker.RoutingKey("orders", "a.b", false) + amqpbroker.BindingKey("orders", false); got != "ordersorders" {
 		t.Errorf("without the key in the routing key: %q", got)
+	}
+}
+
+// TestPublisherRetriesARefusedConnectionAtItsMinimumDelay: while nothing listens on RabbitMQ's port (a node
+// restarting), the publisher tries again every MinReconnectDelay instead of doubling its wait up to
+// MaxReconnectDelay, so that it finds the node soon after it listens again however long it was down.
+func TestPublisherRetriesARefusedConnectionAtItsMinimumDelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: connections are refused
+	pub := publisher(t, amqpbroker.PublisherConfig{ConnConfig: amqpbroker.ConnConfig{URL: "amqp://guest:guest@" + addr + "/",
+		MinReconnectDelay: 20 * time.Millisecond, MaxReconnectDelay: time.Minute}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	const attempts = 12
+	for range attempts {
+		if err := pub.Ping(ctx); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Ping with nothing listening: %v; want a refused connection", err)
+		}
+	}
+	// Doubling from 20ms, the 12 attempts would take over 20s; at the minimum delay, about 12 × 20ms.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("%d refused attempts took %v; want the wait to stay at MinReconnectDelay (20ms) while connections are refused", attempts, took)
 	}
 }

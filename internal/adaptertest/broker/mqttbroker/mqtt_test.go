@@ -3,10 +3,12 @@ package mqttbroker_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,5 +398,35 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if got := mqttbroker.SharedFilter("g", "orders/#"); got != "$share/g/orders/#" {
 		t.Errorf("SharedFilter = %q", got)
+	}
+}
+
+// TestPublisherRetriesARefusedConnectionAtItsMinimumDelay: while nothing listens on the server's port (a server
+// restarting), the publisher's connection manager tries again every MinReconnectDelay instead of doubling its
+// wait up to MaxReconnectDelay, so that it finds the server soon after it listens again.
+func TestPublisherRetriesARefusedConnectionAtItsMinimumDelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: connections are refused
+	pub, err := mqttbroker.NewPublisher(&mqttbroker.PublisherConfig{ClientID: clientPrefix + brokertest.Topic(),
+		ConnConfig: mqttbroker.ConnConfig{URL: "mqtt://" + addr, MinReconnectDelay: 20 * time.Millisecond, MaxReconnectDelay: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	const attempts = 12
+	for range attempts { // each Ping returns when the next attempt fails
+		if err := pub.Ping(ctx); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Ping with nothing listening: %v; want a refused connection", err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("%d refused attempts took %v; want the wait to stay at MinReconnectDelay (20ms) while connections are refused", attempts, took)
 	}
 }

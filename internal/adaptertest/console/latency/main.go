@@ -37,7 +37,7 @@ const (
 	inbox    = "console_latency_inbox"
 	database = "postbox_console_latency"
 	dbName   = "main"
-	token    = "latency-token"
+	token    = "latency-console-token"
 )
 
 func main() {
@@ -279,11 +279,16 @@ func login(base string) (*http.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", fmt.Errorf("login: %s", resp.Status)
 	}
-	return c, csrf, nil
+	// The forms' token is bound to the session: take the one of the page the login led to.
+	if m = regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(body); m == nil {
+		return nil, "", fmt.Errorf("no CSRF token on the page after the login")
+	}
+	return c, string(m[1]), nil
 }
 
 func loadavg() string {

@@ -1,0 +1,3 @@
+module github.com/postbox-go/postbox/broker/debezium
+
+go 1.26.0
