@@ -13,8 +13,8 @@ import (
 const (
 	DefaultTable           = "postbox_outbox"
 	DefaultInboxTable      = "postbox_inbox"
-	DefaultMaxPayloadBytes = 1 << 20
-	DefaultNotifyInterval  = 10 * time.Millisecond
+	DefaultMaxPayloadBytes = driver.DefaultMaxPayloadBytes
+	DefaultNotifyInterval  = driver.DefaultNotifyIntervalMillis * time.Millisecond
 )
 
 // Clock tells the time. Tests inject one to control backoff and retention; the default is the system clock.
@@ -56,6 +56,12 @@ type Config struct {
 	// per relay by default). The index costs every Enqueue of a message with a key one more index entry, which is
 	// why ordering is off by default. Default: false.
 	Ordered bool
+	// SQLAPI makes Migrate install the SQL enqueue API (migration 6): on PostgreSQL the functions
+	// <table>_enqueue and <table>_enqueue_batch, on MySQL and MariaDB the procedure <table>_enqueue, which
+	// validate a message as Enqueue does, give it a UUIDv7 and insert it in the caller's transaction, so that
+	// producers in any language enqueue with SQL (docs/SCHEMA.md). It applies to existing tables too. Default:
+	// false.
+	SQLAPI bool
 	// MaxPayloadBytes is the largest payload Enqueue accepts. Default: DefaultMaxPayloadBytes (1 MiB), which
 	// fits the default limit of every supported broker.
 	MaxPayloadBytes int
@@ -109,7 +115,8 @@ func (c *Config) WithDefaults() Config {
 }
 
 func (c Config) names() driver.Names {
-	return driver.Names{Schema: c.Schema, Outbox: c.Table, Inbox: c.InboxTable, Partitioned: c.Partitioned, Ordered: c.Ordered}
+	return driver.Names{Schema: c.Schema, Outbox: c.Table, Inbox: c.InboxTable, Partitioned: c.Partitioned, Ordered: c.Ordered,
+		SQLAPI: c.SQLAPI}
 }
 
 func (c Config) validate(caps driver.Capabilities) error {

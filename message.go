@@ -75,12 +75,12 @@ func fromRows(rows []driver.Record) []Record {
 
 // Limits on message fields, checked by Enqueue before anything is written.
 const (
-	MaxTopicLen      = 255
-	MaxTypeLen       = 255
-	MaxKeyLen        = 1024
-	MaxHeaders       = 64
-	MaxHeaderNameLen = 128
-	MaxHeaderLen     = 4096
+	MaxTopicLen      = driver.MaxTopicLen
+	MaxTypeLen       = driver.MaxTypeLen
+	MaxKeyLen        = driver.MaxKeyLen
+	MaxHeaders       = driver.MaxHeaders
+	MaxHeaderNameLen = driver.MaxHeaderNameLen
+	MaxHeaderLen     = driver.MaxHeaderLen
 )
 
 // invalid returns an error wrapping ErrInvalidMessage.
@@ -105,9 +105,7 @@ func checkText(field, s string, required bool, max int) error {
 
 // isControl reports the characters a terminal or a text viewer may act on instead of showing: C0 and C1 controls,
 // DEL, and the bidirectional embeddings, overrides and isolates that make text read differently from its bytes.
-func isControl(r rune) bool {
-	return r < 0x20 || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
-}
+func isControl(r rune) bool { return driver.IsControl(r) }
 
 // validHeaderName: an HTTP token without the characters brokers disagree on, so the header survives every wire.
 func validHeaderName(s string) bool {

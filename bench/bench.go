@@ -189,7 +189,7 @@ func (o Options) Validate() error {
 // Scenarios lists the scenarios in the order "all" runs them; "all" leaves out xmin, which takes minutes (twice
 // Options.XminHold a run).
 func Scenarios() []string {
-	return []string{"enqueue", "notify", "relay", "relay-nats", "latency", "ordered", "ordered-stats", "inbox", "latency-load", "xmin", "xmin-wal", "wal"}
+	return []string{"enqueue", "notify", "sql-api", "relay", "relay-nats", "latency", "ordered", "ordered-stats", "inbox", "latency-load", "xmin", "xmin-wal", "wal"}
 }
 
 // Describe returns one line saying what a scenario times against what, for a command's help; "" for a name that
@@ -200,6 +200,8 @@ func Describe(scenario string) string {
 		return "a business transaction with and without one Enqueue; EnqueueBatch of 100 against COPY"
 	case "notify":
 		return "32 producers committing with no wake-up, with Postbox's coalesced one, and with one NOTIFY per transaction"
+	case "sql-api":
+		return "the SQL API's enqueue (single, batch of 100) against a bare INSERT of the same rows; 32 producers with its wake-up against none"
 	case "relay":
 		return "draining a backlog to a no-op publisher against DELETE ... FOR UPDATE SKIP LOCKED RETURNING (MySQL: SELECT ... SKIP LOCKED, DELETE), and (pgx) against the relay's round trips in plain SQL"
 	case "relay-nats":
@@ -291,6 +293,8 @@ func runScenario[TTx any](ctx context.Context, t *target[TTx], name string, o Op
 		return benchEnqueue(ctx, t, o)
 	case "notify":
 		return benchNotify(ctx, t, o)
+	case "sql-api":
+		return benchSQLAPI(ctx, t, o)
 	case "relay":
 		return benchRelay(ctx, t, o)
 	case "relay-nats":

@@ -210,3 +210,12 @@ func TestScheduleIsOpenLoop(t *testing.T) {
 		t.Errorf("payloadSeq = %d, %v; want 1234 read back from the payload", seq, ok)
 	}
 }
+
+// TestSQLAPIScenario runs the SQL API's scenario small on PostgreSQL: every figure it reports is there, and the
+// producers' calls reached the relay as wake-ups.
+func TestSQLAPIScenario(t *testing.T) {
+	got := run(t, small(DBPgxV5, pgURL), "sql-api")["sql-api"]
+	positive(t, got, "events_per_s", "baseline_per_s", "ratio", "batch_events_per_s", "batch_baseline_per_s",
+		"batch_ratio", "wake_per_s", "wake_baseline_per_s", "wake_ratio", "notify_each_tx_ratio", "unwoken_per_s",
+		"wake_vs_unwoken_ratio", "relay_wakeups")
+}

@@ -38,6 +38,10 @@ type Names struct {
 	Partitioned bool
 	// Ordered adds the migration that indexes records by key for ordered relays. It changes no identifier.
 	Ordered bool
+	// SQLAPI adds the migration that installs the SQL enqueue API (docs/SCHEMA.md): functions named after the
+	// outbox table that validate, identify and insert a message, for producers written in any language. It
+	// changes no identifier.
+	SQLAPI bool
 }
 
 // ValidateFor checks every identifier, as Validate does, and that the database described by caps has what n asks

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/chromium.sh
 scripts/aws/emulators.sh >/dev/null # the SQS server the sqsbroker and CLI tests start
+scripts/polyglot.sh
 
 if [ -n "$(gofmt -l .)" ]; then
 	echo "gofmt would change:" >&2

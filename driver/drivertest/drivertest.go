@@ -56,6 +56,7 @@ func Exercise[TTx any](t *testing.T, newDriver NewDriver[TTx], opts Options[TTx]
 	t.Run("Registry", func(t *testing.T) { testRegistry(t, newDriver) })
 	t.Run("Cleanup", func(t *testing.T) { testCleanup(t, newDriver) })
 	t.Run("Heartbeats", func(t *testing.T) { testHeartbeats(t, newDriver) })
+	t.Run("SQLAPI", func(t *testing.T) { testSQLAPI(t, newDriver, opts) })
 }
 
 var tableSeq atomic.Int64

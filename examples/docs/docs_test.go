@@ -9,6 +9,10 @@
 // and in the program by regions between "// docs: NAME" and "// docs: end" lines. The snippet must be the
 // regions of that file whose NAME starts with the given prefix ("quick start" takes "quick start, client",
 // "quick start, relay"...), in file order, each dedented, separated by one blank line.
+//
+// Snippets of the producers in other languages (```python, ```js, ```sql blocks) are checked the same way when
+// they have a marker (<!-- python: examples/python/enqueue.py python -->); their regions are between comment
+// lines of their own language ("# docs: NAME", "// docs: NAME", "-- docs: NAME") and the matching "docs: end".
 package docs
 
 import (
@@ -24,7 +28,10 @@ import (
 // root is the repository's root, from this package's directory.
 const root = "../.."
 
-var marker = regexp.MustCompile(`^<!-- go: (\S+) (.+) -->$`)
+var marker = regexp.MustCompile(`^<!-- (go|python|js|sql): (\S+) (.+) -->$`)
+
+// fences are the code blocks checked, by their info string: Go's always, the others' when they have a marker.
+var fences = map[string]bool{"```go": true, "```python": false, "```js": false, "```sql": false}
 
 func TestSnippetsMatchExamples(t *testing.T) {
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -35,8 +42,11 @@ func TestSnippetsMatchExamples(t *testing.T) {
 	seen := 0
 	for _, doc := range docs {
 		for _, s := range snippets(t, doc) {
-			seen++
 			where := fmt.Sprintf("%s:%d", strings.TrimPrefix(doc, root+"/"), s.line)
+			if !fences[s.fence] && s.file == "" {
+				continue // a SQL or shell reference block, not cut from a program
+			}
+			seen++
 			if s.file == "" {
 				t.Errorf("%s: a Go snippet with no <!-- go: examples/PROGRAM REGION --> line above it; cut it from a program under examples/", where)
 				continue
@@ -62,11 +72,12 @@ func TestSnippetsMatchExamples(t *testing.T) {
 
 type snippet struct {
 	line         int
+	fence        string
 	file, region string
 	text         string
 }
 
-// snippets returns the ```go blocks of a Markdown file with the marker above each, if any.
+// snippets returns the blocks of a Markdown file whose fences are in fences, with the marker above each, if any.
 func snippets(t *testing.T, path string) []snippet {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -76,13 +87,14 @@ func snippets(t *testing.T, path string) []snippet {
 	lines := strings.Split(string(b), "\n")
 	var out []snippet
 	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != "```go" {
+		fence := strings.TrimSpace(lines[i])
+		if _, ok := fences[fence]; !ok {
 			continue
 		}
-		s := snippet{line: i + 1}
+		s := snippet{line: i + 1, fence: fence}
 		if i > 0 {
 			if m := marker.FindStringSubmatch(strings.TrimSpace(lines[i-1])); m != nil {
-				s.file, s.region = m[1], m[2]
+				s.file, s.region = m[2], m[3]
 			}
 		}
 		var body []string
@@ -95,7 +107,8 @@ func snippets(t *testing.T, path string) []snippet {
 	return out
 }
 
-// regions returns the regions of a Go file whose names start with prefix, dedented and joined by a blank line.
+// regions returns the regions of a program whose names start with prefix, dedented and joined by a blank line.
+// Region lines are comments in the program's language: //, # or --.
 func regions(path, prefix string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -109,6 +122,11 @@ func regions(path, prefix string) (string, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
+		for _, c := range []string{"# ", "-- "} {
+			if strings.HasPrefix(trimmed, c+"docs: ") {
+				trimmed = "// " + strings.TrimPrefix(trimmed, c)
+			}
+		}
 		switch {
 		case trimmed == "// docs: end":
 			if in {
@@ -130,14 +148,14 @@ func regions(path, prefix string) (string, error) {
 	return strings.Join(parts, "\n\n"), nil
 }
 
-// dedent removes the leading tabs every non-empty line has.
+// dedent removes the leading tabs (or spaces) every non-empty line has.
 func dedent(lines []string) string {
 	n := -1
 	for _, l := range lines {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		if k := len(l) - len(strings.TrimLeft(l, "\t")); n < 0 || k < n {
+		if k := len(l) - len(strings.TrimLeft(l, "\t ")); n < 0 || k < n {
 			n = k
 		}
 	}

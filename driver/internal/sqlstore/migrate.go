@@ -66,6 +66,8 @@ type templateData struct {
 	Partitioned bool
 	// Ordered adds the index of ordered relays (driver.Names.Ordered).
 	Ordered bool
+	// SQLAPI adds the SQL enqueue API (driver.Names.SQLAPI; sqlapi.go).
+	SQLAPI bool
 }
 
 // Index returns the quoted name of an index on the outbox table with the given suffix.
@@ -115,7 +117,7 @@ func (t templateData) SchemaName() string {
 // migrations renders the dialect's migrations for n.
 func migrations(d Dialect, n driver.Names) []driver.Migration {
 	data := templateData{d: d, n: n, Outbox: table(d, n, n.Outbox), Inbox: table(d, n, n.Inbox), Partitioned: n.Partitioned,
-		Ordered: n.Ordered}
+		Ordered: n.Ordered, SQLAPI: n.SQLAPI}
 	if n.Schema != "" {
 		data.Schema = d.QuoteIdent(n.Schema)
 	}

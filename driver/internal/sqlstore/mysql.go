@@ -337,13 +337,23 @@ func (m mysql) migrate(ctx context.Context, db DB, n driver.Names) (done []int, 
 
 // splitStatements splits a migration into its statements, which end with a semicolon at the end of a line:
 // go-sql-driver/mysql runs one statement per call unless the DSN sets multiStatements, which Postbox does not
-// require.
+// require. A stored routine (a line starting CREATE PROCEDURE or CREATE FUNCTION) holds statements of its own and
+// ends at a line that is END; alone.
 func splitStatements(sql string) []string {
 	var out []string
 	var cur strings.Builder
+	routine := false
 	for line := range strings.Lines(sql) {
 		cur.WriteString(line)
-		if strings.HasSuffix(strings.TrimRight(line, " \t\r\n"), ";") {
+		trimmed := strings.TrimRight(line, " \t\r\n")
+		if strings.HasPrefix(trimmed, "CREATE PROCEDURE ") || strings.HasPrefix(trimmed, "CREATE FUNCTION ") {
+			routine = true
+		}
+		if routine && trimmed != "END;" {
+			continue
+		}
+		routine = false
+		if strings.HasSuffix(trimmed, ";") {
 			if stmt := strings.TrimSpace(cur.String()); stmt != ";" {
 				out = append(out, strings.TrimSuffix(stmt, ";"))
 			}

@@ -84,6 +84,7 @@ type dbOptions struct {
 	url, schema, table, inboxTable string
 	partitioned                    bool // only migrate has the flag: it shapes tables yet to be created
 	ordered                        bool // migrate adds the key index; relay claims in per-key order
+	sqlAPI                         bool // only migrate has the flag: it installs the SQL enqueue API
 	pg                             pgOptions
 }
 
@@ -102,7 +103,7 @@ func addTableFlags(f *flagSet, o *dbOptions) {
 
 func (o dbOptions) config(rt *runtime, reg *postbox.Registry) *postbox.Config {
 	return &postbox.Config{Schema: o.schema, Table: o.table, InboxTable: o.inboxTable, Logger: rt.log, Registry: reg,
-		Partitioned: o.partitioned, Ordered: o.ordered}
+		Partitioned: o.partitioned, Ordered: o.ordered, SQLAPI: o.sqlAPI}
 }
 
 // open returns a client on the database; it does no I/O, so a wrong address shows on first use.

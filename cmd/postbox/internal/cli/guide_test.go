@@ -183,6 +183,23 @@ func TestMigrateSQLOffline(t *testing.T) {
 	}
 }
 
+// TestMigrateSQLAPI: --sql-api adds migration 0006 with the enqueue routines named after the outbox table, and
+// only when asked; SQLite, which has no routines, is refused with where to read instead.
+func TestMigrateSQLAPI(t *testing.T) {
+	for dialect, want := range map[string]string{"postgres": `FUNCTION "orders_outbox_enqueue"`, "mysql": "PROCEDURE `orders_outbox_enqueue`"} {
+		r := run(t, nil, "migrate", "sql", "--dialect", dialect, "--table", "orders_outbox", "--sql-api")
+		if r.code != 0 || !strings.Contains(r.stdout, "-- postbox migration 0006: sql_api") || !strings.Contains(r.stdout, want) {
+			t.Errorf("migrate sql --dialect %s --sql-api: exit %d, want migration 0006 with %s\n%s%s", dialect, r.code, want, r.stdout, r.stderr)
+		}
+		if r := run(t, nil, "migrate", "sql", "--dialect", dialect); strings.Contains(r.stdout, "migration 0006") {
+			t.Errorf("migrate sql --dialect %s without --sql-api lists the SQL API", dialect)
+		}
+	}
+	if r := run(t, nil, "migrate", "sql", "--dialect", "sqlite", "--sql-api"); r.code != ExitUsage || !strings.Contains(r.stderr, "docs/SCHEMA.md") {
+		t.Errorf("migrate sql --dialect sqlite --sql-api: exit %d %s; want a usage error pointing at docs/SCHEMA.md", r.code, r.stderr)
+	}
+}
+
 // TestConfigHintsAtQuoting checks that a YAML value that needs quotes gets a hint saying so.
 func TestConfigHintsAtQuoting(t *testing.T) {
 	for _, content := range []string{"broker: stdout:\n", "route:\n  - audit.*=stdout:\n"} {

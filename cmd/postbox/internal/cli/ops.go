@@ -16,7 +16,7 @@ import (
 
 var migrateCommand = &command{
 	name:     "migrate",
-	synopsis: "up|status|sql --db URL [--partitioned] [--ordered] [flags]",
+	synopsis: "up|status|sql --db URL [--partitioned] [--ordered] [--sql-api] [flags]",
 	summary:  "create or upgrade the outbox and inbox tables, show their state, or print their SQL",
 	help: `
 'migrate up' applies the migrations not yet applied, under a lock, so running it from several processes at once
@@ -29,19 +29,24 @@ the SQL dialect.
 It shapes only tables migrate has yet to create; an existing table stays as it is.
 
 --ordered adds the index that ordered relays (relay --ordered) need to find each key's next message; it applies
-to existing tables too.`,
+to existing tables too.
+
+--sql-api installs the SQL enqueue API (PostgreSQL functions, a MySQL/MariaDB procedure) for producers in any
+language: see docs/SCHEMA.md. It applies to existing tables too; SQLite has none (use the documented INSERT).`,
 	examples: []string{
 		"postbox migrate up --db postgres://postbox@localhost/app",
 		"postbox migrate up --db mysql://postbox:secret@localhost:3306/app --partitioned",
 		"postbox migrate status --db sqlite:app.db",
 		"postbox migrate sql --db postgres://localhost/app --schema events > 0001_postbox.sql",
 		"postbox migrate sql --dialect mysql --ordered",
+		"postbox migrate up --db postgres://postbox@localhost/app --sql-api",
 	},
 	setup: func(f *flagSet) func(ctx context.Context, rt *runtime, args []string) error {
 		var o dbOptions
 		addDBFlags(f, &o)
 		f.Bool(&o.partitioned, "partitioned", "", "create the outbox and inbox partitioned by time (PostgreSQL, MySQL); see postbox partitions")
 		f.Bool(&o.ordered, "ordered", "", "add the index ordered relays need (relay --ordered)")
+		f.Bool(&o.sqlAPI, "sql-api", "", "install the SQL enqueue API for producers in other languages (PostgreSQL, MySQL); see docs/SCHEMA.md")
 		var dialect string
 		f.String(&dialect, "dialect", "", "", "NAME", "migrate sql only, instead of --db: postgres, mysql or sqlite")
 		return func(ctx context.Context, rt *runtime, args []string) error {
@@ -65,6 +70,9 @@ to existing tables too.`,
 				return usageErrorf("migrate sql needs --dialect postgres, mysql or sqlite (or a --db URL, never connected to)")
 			}
 			migrateOne := func(o dbOptions) error {
+				if o.sqlAPI && dbScheme(o.url) == "sqlite" {
+					return usageErrorf("--sql-api: SQLite has no stored routines; producers insert rows as docs/SCHEMA.md says")
+				}
 				if o.partitioned && dbScheme(o.url) == "sqlite" {
 					return usageErrorf("--partitioned: SQLite has no table partitioning; leave it off and keep the table small with postbox cleanup")
 				}

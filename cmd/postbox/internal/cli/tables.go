@@ -74,6 +74,9 @@ func (o dbOptions) migrateCommand() string {
 	if o.ordered {
 		cmd += " --ordered"
 	}
+	if o.sqlAPI {
+		cmd += " --sql-api"
+	}
 	return cmd
 }
 
