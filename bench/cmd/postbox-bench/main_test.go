@@ -149,7 +149,7 @@ func TestBenchUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, relay, relay-nats, latency, ordered, ordered-stats, inbox, latency-load, xmin, xmin-wal, wal, or all`},
+		{[]string{"relay", "nope"}, `unknown scenario "nope"; choose from enqueue, notify, sql-api, relay, relay-nats, latency, ordered, ordered-stats, inbox, latency-load, xmin, xmin-wal, wal, or all`},
 		{[]string{"--db", "oracle://scott@127.0.0.1:1521/orcl"}, "the bench measures PostgreSQL (postgres://user:pass@host:5432/db), MySQL"},
 		{[]string{"--db", "mysql://root@127.0.0.1:3306/test", "--driver", "pgxv5"}, "MySQL is measured through databasesql only"},
 		{[]string{"--driver", "jdbc"}, `--driver "jdbc": use pgxv5 or databasesql`},
