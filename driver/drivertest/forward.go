@@ -17,6 +17,7 @@ func withStoreOptions[TTx any](s driver.Store[TTx], inner driver.Store[TTx]) dri
 	// Stores without them fail the suite's operator tests anyway: every driver of this repository has them.
 	o.Operator, _ = inner.(driver.Operator)
 	o.TopicPauser, _ = inner.(driver.TopicPauser)
+	o.Heartbeater, _ = inner.(driver.Heartbeater)
 	if _, ok := inner.(driver.Notifier[TTx]); ok {
 		return notifyingStore[TTx]{o}
 	}
@@ -27,6 +28,7 @@ type optionalStore[TTx any] struct {
 	driver.Store[TTx]
 	driver.Operator
 	driver.TopicPauser
+	driver.Heartbeater
 	inner driver.Store[TTx]
 }
 
