@@ -20,7 +20,8 @@ func FuzzParseURLs(f *testing.F) {
 			userinfo = user + ":" + pass + "@"
 		}
 		raw := scheme + "://" + userinfo + host + path + "?" + query
-		check := func(what string, err error) {
+		check := func(what string, parse func(string) error) {
+			err := parse(raw)
 			if err == nil || len(pass) < 4 {
 				return
 			}
@@ -29,19 +30,22 @@ func FuzzParseURLs(f *testing.F) {
 				return
 			}
 			for _, form := range []string{pass, url.QueryEscape(pass), url.PathEscape(pass)} {
-				if strings.Contains(err.Error(), form) {
-					t.Fatalf("%s(%q): error %q shows the password", what, raw, err)
+				if !strings.Contains(err.Error(), form) {
+					continue
 				}
+				// The error's own words may hold the password's text ("kafk" in "kafka://host:9092"): they stay
+				// when the URL carries another password, which the check also sees.
+				other := strings.Replace(raw, pass, strings.Repeat("Z", len(pass)), 1)
+				if err2 := parse(other); err2 != nil && strings.Contains(err2.Error(), form) {
+					continue
+				}
+				t.Fatalf("%s(%q): error %q shows the password", what, raw, err)
 			}
 		}
-		_, _, err := parseKafkaURL(raw)
-		check("parseKafkaURL", err)
-		_, err = mysqlConfig(raw)
-		check("mysqlConfig", err)
-		_, _, err = parseRoute("orders.*=" + raw)
-		check("parseRoute", err)
-		_, _, err = parseRoute(raw)
-		check("parseRoute", err)
+		check("parseKafkaURL", func(u string) error { _, _, err := parseKafkaURL(u); return err })
+		check("mysqlConfig", func(u string) error { _, err := mysqlConfig(u); return err })
+		check("parseRoute", func(u string) error { _, _, err := parseRoute("orders.*=" + u); return err })
+		check("parseRoute", func(u string) error { _, _, err := parseRoute(u); return err })
 		_, _ = sqliteDSN("sqlite:" + path + "?" + query)
 		_ = dbScheme(raw)
 	})
