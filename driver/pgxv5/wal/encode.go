@@ -81,7 +81,8 @@ func Decode(content []byte) (driver.Record, error) {
 	r.ID = uuid.Format([16]byte(id))
 	r.CreatedAt = fromMicros(d.varint())
 	r.AvailableAt = r.CreatedAt
-	if a := d.varint(); a != 0 {
+	// An available_at not after created_at means at once, as Encode writes it (0), so that a round trip keeps it.
+	if a := d.varint(); a != 0 && fromMicros(a).After(r.CreatedAt) {
 		r.AvailableAt = fromMicros(a)
 	}
 	r.Topic = d.string("topic", postbox.MaxTopicLen)
